@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* Included first by every C file of barecuda._driver: Python, NumPy and the CUDA
+ * headers in the right order, plus the few helpers every concept uses. */
+#ifndef BC_COMMON_H
+#define BC_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda.h>
+
+#ifndef BC_NO_NUMPY
+/* Every file shares the one C-API table that module.c imports. */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL bc_numpy_api
+#ifndef BC_NUMPY_IMPORTER
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+#endif
+
+#define BC_UNUSED(x) ((void)(x))
+
+/* Python-version shims. */
+static inline int
+bc_is_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+/* New reference to a weakref's target, or NULL (no exception) when it is dead. */
+static inline PyObject *
+bc_weakref_get(PyObject *ref)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(ref, &obj) < 0)
+        PyErr_Clear();
+    return obj;
+#else
+    PyObject *obj = PyWeakref_GetObject(ref);
+    return obj == NULL || obj == Py_None ? (PyErr_Clear(), NULL) : Py_NewRef(obj);
+#endif
+}
+
+/* A generated table entry: one member of a CUDA enum or one #define flag. */
+typedef struct {
+    const char *name;
+    long long value;
+} bc_enum_member;
+
+typedef struct {
+    const char *name;
+    const bc_enum_member *members;
+} bc_enum_table;
+
+/* Number of entries in a fixed array. */
+#define BC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* Devices and contexts (src/device.c, src/context.c). */
+#ifndef BC_CONTEXT_H
+#define BC_CONTEXT_H
+
+#include "common.h"
+#include "state.h"
+
+typedef struct {
+    PyObject_HEAD
+    CUdevice handle;
+} bc_Device;
+
+enum bc_context_kind {
+    BC_CTX_PRIMARY,  /* holds one cuDevicePrimaryCtxRetain, released on detach */
+    BC_CTX_OWNED,    /* made by make_context, destroyed on detach */
+    BC_CTX_BORROWED, /* somebody else's context: never released by us */
+};
+
+typedef struct {
+    PyObject_HEAD
+    CUcontext handle;
+    CUdevice device;
+    int kind;
+    int released;
+    PyObject *weakreflist;
+} bc_Context;
+
+/* New reference to the Context that is current on this thread.  When none is,
+ * the default device's primary context is made current first (the runtime API's
+ * behaviour), so a bare `mem_alloc(n)` just works.  NULL with an exception set. */
+bc_Context *bc_context_current(bc_State *st);
+
+/* Context object (new reference) for a driver handle, reusing a live wrapper. */
+bc_Context *bc_context_wrap(bc_State *st, CUcontext handle);
+
+/* LogicError "<what> belongs to a context that was detached" when ctx is released. */
+int bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what);
+
+/* Make ctx current for one call if it is not already (for destructors and calls
+ * on objects used from another context or thread).  Returns 1 when it pushed,
+ * 0 when nothing was needed, -1 on failure (no exception set: the caller decides).
+ * Pair every 1 with bc_context_leave. */
+int bc_context_enter(bc_Context *ctx);
+void bc_context_leave(int entered);
+
+/* Device object (new reference) for an ordinal. */
+PyObject *bc_device_new(bc_State *st, CUdevice dev);
+
+
+
+/* Context for device `dev`: its primary context retained (new reference), or a
+ * new context made with cuCtxCreate(flags) and pushed, as PyCUDA's make_context. */
+PyObject *bc_context_retain_primary(bc_State *st, CUdevice dev);
+PyObject *bc_context_create(bc_State *st, CUdevice dev, unsigned int flags);
+#endif

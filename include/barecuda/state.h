@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* The module state (PEP 630): every heap type and exception class of _driver.
+ * Add a type by adding one line to BC_STATE_OBJECTS; traverse and clear follow. */
+#ifndef BC_STATE_H
+#define BC_STATE_H
+
+#include "common.h"
+
+#define BC_STATE_OBJECTS(X)                                                    \
+    /* exceptions (error.c) */                                                 \
+    X(Error) X(LogicError) X(RuntimeError) X(MemoryError) X(LaunchError)       \
+    X(CompileError)                                                            \
+    /* types */                                                                \
+    X(DeviceType) X(ContextType) X(StreamType) X(EventType)                    \
+    X(DeviceAllocationType) X(PooledAllocationType) X(HostAllocationType)      \
+    X(RegisteredHostMemoryType) X(ManagedAllocationType)                      \
+    X(IPCMemoryHandleType) X(MemPoolType) X(Memcpy2DType) X(Memcpy3DType)      \
+    X(Memcpy3DPeerType) X(ModuleType) X(FunctionType) X(GraphType)             \
+    X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
+    X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
+    /* other objects */                                                        \
+    X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
+    X(default_context) /* Context activated when none is current */           \
+    X(driver_module)   /* barecuda.driver, imported on first need */          \
+    X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
+    X(str_shared_size) X(str_gpudata) X(str_cai) X(str_cuda_stream)
+
+typedef struct {
+#define BC_STATE_FIELD(name) PyObject *name;
+    BC_STATE_OBJECTS(BC_STATE_FIELD)
+#undef BC_STATE_FIELD
+} bc_State;
+
+extern PyModuleDef bc_module_def;
+
+/* The state of the module that defined an object's (exact, non-subclassable) type. */
+static inline bc_State *
+bc_state_of(PyObject *self)
+{
+    return (bc_State *)PyType_GetModuleState(Py_TYPE(self));
+}
+
+static inline bc_State *
+bc_state_from_module(PyObject *module)
+{
+    return (bc_State *)PyModule_GetState(module);
+}
+
+/* Each concept file registers its types and functions with one of these. */
+int bc_error_setup(PyObject *m, bc_State *st);
+int bc_loader_setup(PyObject *m, bc_State *st);
+int bc_device_setup(PyObject *m, bc_State *st);
+int bc_context_setup(PyObject *m, bc_State *st);
+int bc_stream_setup(PyObject *m, bc_State *st);
+int bc_event_setup(PyObject *m, bc_State *st);
+int bc_memory_setup(PyObject *m, bc_State *st);
+int bc_memcpy_setup(PyObject *m, bc_State *st);
+int bc_cumodule_setup(PyObject *m, bc_State *st);
+int bc_function_setup(PyObject *m, bc_State *st);
+int bc_graph_setup(PyObject *m, bc_State *st);
+int bc_nvrtc_setup(PyObject *m, bc_State *st);
+int bc_array_setup(PyObject *m, bc_State *st);
+int bc_texture_setup(PyObject *m, bc_State *st);
+
+/* Create a heap type from spec bound to module m, store it in *slot, and add it to m. */
+int bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot);
+
+#endif

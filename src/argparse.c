@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* Argument converters shared by every concept: sizes, bounded ints and flags,
+ * with the messages users see for wrong types, negative and huge values. */
+#include "barecuda/argparse.h"
+
+static int
+require_int(PyObject *arg, const char *what)
+{
+    if (PyLong_Check(arg) && !PyBool_Check(arg))
+        return 0;
+    if (PyIndex_Check(arg) && !PyBool_Check(arg) && !PyFloat_Check(arg))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(arg)->tp_name);
+    return -1;
+}
+
+int
+bc_arg_long(PyObject *arg, const char *what, long long lo, long long hi, long long *out)
+{
+    if (require_int(arg, what) < 0)
+        return -1;
+    PyObject *num = PyNumber_Index(arg);
+    if (num == NULL)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+    Py_DECREF(num);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s must be in [%lld, %lld], got %R", what, lo, hi, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+bc_arg_size(PyObject *arg, const char *what, size_t *out)
+{
+    if (require_int(arg, what) < 0)
+        return -1;
+    PyObject *num = PyNumber_Index(arg);
+    if (num == NULL)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+    Py_DECREF(num);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow < 0 || (!overflow && v < 0)) {
+        PyErr_Format(PyExc_ValueError, "%s must not be negative, got %R", what, arg);
+        return -1;
+    }
+    if (overflow > 0 || (unsigned long long)v > (unsigned long long)(SIZE_MAX >> 1)) {
+        PyErr_Format(PyExc_ValueError, "%s is too large: %R", what, arg);
+        return -1;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+int
+bc_arg_flags(PyObject *arg, const char *what, unsigned int allowed, unsigned int *out)
+{
+    long long v;
+    if (bc_arg_long(arg, what, 0, 0xFFFFFFFFLL, &v) < 0)
+        return -1;
+    if ((unsigned long long)v & ~(unsigned long long)allowed) {
+        PyErr_Format(PyExc_ValueError, "%s: unknown bits 0x%llx (allowed: 0x%x)", what,
+                     (unsigned long long)v & ~(unsigned long long)allowed, allowed);
+        return -1;
+    }
+    *out = (unsigned int)v;
+    return 0;
+}

@@ -1,0 +1,681 @@
+/* SPDX-License-Identifier: MIT */
+/* Context: a CUcontext and this thread's context stack.
+ *
+ * Three kinds: a device's primary context (retained; what the runtime API, CuPy
+ * and PyTorch use, and barecuda's default), a context made with make_context
+ * (destroyed on detach), and a borrowed one found current but not ours.  One
+ * Python object per live handle is kept in a registry of weak references, so
+ * get_current() returns the object that was pushed.  Every other object holds a
+ * strong reference to its Context; detach() releases the context early and
+ * makes those objects' later releases no-ops. */
+#include "barecuda/context.h"
+#include "barecuda/error.h"
+#include "barecuda/loader.h"
+
+#include <stdlib.h>
+
+static PyObject *
+handle_key(CUcontext handle)
+{
+    return PyLong_FromVoidPtr((void *)handle);
+}
+
+/* The live, unreleased registered wrapper of `handle`, or NULL (no exception). */
+static bc_Context *
+registry_lookup(bc_State *st, CUcontext handle)
+{
+    if (st->contexts == NULL)
+        return NULL;
+    PyObject *key = handle_key(handle);
+    if (key == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *ref = PyDict_GetItemWithError(st->contexts, key); /* borrowed */
+    Py_DECREF(key);
+    if (ref == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *obj = bc_weakref_get(ref);
+    if (obj != NULL && ((bc_Context *)obj)->released)
+        Py_CLEAR(obj);
+    return (bc_Context *)obj;
+}
+
+static int
+registry_add(bc_State *st, bc_Context *ctx)
+{
+    PyObject *key = handle_key(ctx->handle);
+    if (key == NULL)
+        return -1;
+    PyObject *ref = PyWeakref_NewRef((PyObject *)ctx, NULL);
+    int rc = ref ? PyDict_SetItem(st->contexts, key, ref) : -1;
+    Py_XDECREF(ref);
+    Py_DECREF(key);
+    return rc;
+}
+
+static bc_Context *
+context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
+{
+    bc_Context *self = PyObject_New(bc_Context, (PyTypeObject *)st->ContextType);
+    if (self == NULL)
+        return NULL;
+    self->handle = handle;
+    self->device = dev;
+    self->kind = kind;
+    self->released = 0;
+    self->weakreflist = NULL;
+    if (registry_add(st, self) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+PyObject *
+bc_context_retain_primary(bc_State *st, CUdevice dev)
+{
+    BC_REQUIRE_DRIVER(st, NULL);
+    CUcontext handle;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuDevicePrimaryCtxRetain(&handle, dev);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuDevicePrimaryCtxRetain") < 0)
+        return NULL;
+    bc_Context *ctx = context_alloc(st, handle, dev, BC_CTX_PRIMARY);
+    if (ctx == NULL)
+        bc_drv.cuDevicePrimaryCtxRelease(dev);
+    return (PyObject *)ctx;
+}
+
+PyObject *
+bc_context_create(bc_State *st, CUdevice dev, unsigned int flags)
+{
+    BC_REQUIRE_DRIVER(st, NULL);
+    CUcontext handle;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+#if CUDA_VERSION >= 12050
+    rc = bc_drv.cuCtxCreate(&handle, NULL, flags, dev);
+#else
+    rc = bc_drv.cuCtxCreate(&handle, flags, dev);
+#endif
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuCtxCreate") < 0)
+        return NULL;
+    bc_Context *ctx = context_alloc(st, handle, dev, BC_CTX_OWNED);
+    if (ctx == NULL)
+        bc_drv.cuCtxDestroy(handle);
+    return (PyObject *)ctx;
+}
+
+bc_Context *
+bc_context_wrap(bc_State *st, CUcontext handle)
+{
+    bc_Context *found = registry_lookup(st, handle);
+    if (found != NULL)
+        return found;
+    CUdevice dev;
+    CUresult rc = bc_drv.cuCtxPushCurrent(handle);
+    if (rc == CUDA_SUCCESS) {
+        rc = bc_drv.cuCtxGetDevice(&dev);
+        CUcontext popped;
+        bc_drv.cuCtxPopCurrent(&popped);
+    }
+    if (bc_check(st, rc, "cuCtxGetDevice") < 0)
+        return NULL;
+    /* Somebody else's context: if it is the device's primary one, hold a retain
+     * of our own so our objects keep it alive; otherwise borrow it. */
+    unsigned int flags;
+    int active = 0;
+    if (bc_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active) {
+        CUcontext primary;
+        if (bc_drv.cuDevicePrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS) {
+            if (primary == handle) {
+                bc_Context *ctx = context_alloc(st, handle, dev, BC_CTX_PRIMARY);
+                if (ctx == NULL)
+                    bc_drv.cuDevicePrimaryCtxRelease(dev);
+                return ctx;
+            }
+            bc_drv.cuDevicePrimaryCtxRelease(dev);
+        }
+    }
+    return context_alloc(st, handle, dev, BC_CTX_BORROWED);
+}
+
+/* The device the default context lives on: $CUDA_DEVICE, else the first device
+ * whose primary context can be retained. */
+static int
+activate_default(bc_State *st)
+{
+    if (st->default_context == NULL) {
+        int count = 0;
+        if (bc_check(st, bc_drv.cuDeviceGetCount(&count), "cuDeviceGetCount") < 0)
+            return -1;
+        const char *env = getenv("CUDA_DEVICE");
+        int first = 0, last = count - 1;
+        if (env && env[0]) {
+            char *end;
+            long want = strtol(env, &end, 10);
+            if (*end != '\0' || want < 0 || want >= count)
+                return bc_error_logic(st, "CUDA_DEVICE=%s does not name one of the %d device%s",
+                                      env, count, count == 1 ? "" : "s");
+            first = last = (int)want;
+        }
+        if (count == 0)
+            return bc_error_raise(st, CUDA_ERROR_NO_DEVICE, "cuDeviceGetCount");
+        for (int i = first; i <= last && st->default_context == NULL; i++) {
+            CUdevice dev;
+            if (bc_check(st, bc_drv.cuDeviceGet(&dev, i), "cuDeviceGet") < 0)
+                return -1;
+            st->default_context = bc_context_retain_primary(st, dev);
+            if (st->default_context == NULL && i < last)
+                PyErr_Clear();
+        }
+        if (st->default_context == NULL)
+            return -1;
+    }
+    return bc_check(st, bc_drv.cuCtxSetCurrent(((bc_Context *)st->default_context)->handle),
+                    "cuCtxSetCurrent");
+}
+
+bc_Context *
+bc_context_current(bc_State *st)
+{
+    BC_REQUIRE_DRIVER(st, NULL);
+    CUcontext cur = NULL;
+    if (bc_check(st, bc_drv.cuCtxGetCurrent(&cur), "cuCtxGetCurrent") < 0)
+        return NULL;
+    if (cur == NULL) {
+        if (activate_default(st) < 0)
+            return NULL;
+        return (bc_Context *)Py_NewRef(st->default_context);
+    }
+    return bc_context_wrap(st, cur);
+}
+
+int
+bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what)
+{
+    if (ctx != NULL && ctx->released)
+        return bc_error_logic(st, "%s belongs to a context that was detached", what);
+    return 0;
+}
+
+int
+bc_context_enter(bc_Context *ctx)
+{
+    CUcontext cur = NULL;
+    if (ctx->released || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+        return -1;
+    if (cur == ctx->handle)
+        return 0;
+    return bc_drv.cuCtxPushCurrent(ctx->handle) == CUDA_SUCCESS ? 1 : -1;
+}
+
+void
+bc_context_leave(int entered)
+{
+    if (entered == 1) {
+        CUcontext popped;
+        bc_drv.cuCtxPopCurrent(&popped);
+    }
+}
+
+/* Release what the object holds; returns the driver's answer. */
+static CUresult
+context_release(bc_Context *self)
+{
+    if (self->released)
+        return CUDA_SUCCESS;
+    self->released = 1;
+    switch (self->kind) {
+    case BC_CTX_PRIMARY:
+        return bc_drv.cuDevicePrimaryCtxRelease(self->device);
+    case BC_CTX_OWNED:
+        return bc_drv.cuCtxDestroy(self->handle);
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
+static void
+context_dealloc(bc_Context *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    if (!self->released && bc_drv_ready) {
+        const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
+        bc_error_in_destructor(bc_state_of((PyObject *)self), context_release(self), routine,
+                               (PyObject *)self);
+    }
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+context_repr(bc_Context *self)
+{
+    static const char *const kinds[] = {"primary", "owned", "borrowed"};
+    return PyUnicode_FromFormat("<barecuda.driver.Context %p on device %d (%s%s)>",
+                                (void *)self->handle, (int)self->device, kinds[self->kind],
+                                self->released ? ", detached" : "");
+}
+
+static Py_hash_t
+context_hash(bc_Context *self)
+{
+    Py_hash_t h = (Py_hash_t)(uintptr_t)self->handle;
+    return h == -1 ? -2 : h;
+}
+
+static PyObject *
+context_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (Py_TYPE(a) != Py_TYPE(b) || (op != Py_EQ && op != Py_NE))
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = ((bc_Context *)a)->handle == ((bc_Context *)b)->handle;
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static int
+check_usable(bc_Context *self)
+{
+    if (self->released)
+        return bc_error_logic(bc_state_of((PyObject *)self), "this Context was detached");
+    return 0;
+}
+
+PyDoc_STRVAR(push_doc, "push()\n--\n\nMake this context current on this thread (cuCtxPushCurrent).");
+
+static PyObject *
+context_push(bc_Context *self, PyObject *Py_UNUSED(ignored))
+{
+    if (check_usable(self) < 0)
+        return NULL;
+    if (bc_check(bc_state_of((PyObject *)self), bc_drv.cuCtxPushCurrent(self->handle),
+                 "cuCtxPushCurrent") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static bc_State *
+type_state(PyObject *type)
+{
+    return PyType_GetModuleState((PyTypeObject *)type);
+}
+
+PyDoc_STRVAR(pop_doc,
+"pop()\n--\n\n"
+"Pop the current context off this thread's stack and return it (static).\n"
+"LogicError when the stack is empty.");
+
+static PyObject *
+context_pop(PyObject *type, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = type_state(type);
+    BC_REQUIRE_DRIVER(st, NULL);
+    CUcontext cur = NULL;
+    if (bc_check(st, bc_drv.cuCtxGetCurrent(&cur), "cuCtxGetCurrent") < 0)
+        return NULL;
+    if (cur == NULL)
+        return bc_error_logic(st, "Context.pop(): no context is current on this thread"), NULL;
+    bc_Context *ctx = bc_context_wrap(st, cur);
+    if (ctx == NULL)
+        return NULL;
+    CUcontext popped;
+    if (bc_check(st, bc_drv.cuCtxPopCurrent(&popped), "cuCtxPopCurrent") < 0) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    return (PyObject *)ctx;
+}
+
+PyDoc_STRVAR(get_current_doc,
+"get_current()\n--\n\n"
+"The Context current on this thread (static), or None.  Reflects the driver's\n"
+"state, so contexts made current by other libraries are seen too.");
+
+static PyObject *
+context_get_current(PyObject *type, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = type_state(type);
+    BC_REQUIRE_DRIVER(st, NULL);
+    CUcontext cur = NULL;
+    if (bc_check(st, bc_drv.cuCtxGetCurrent(&cur), "cuCtxGetCurrent") < 0)
+        return NULL;
+    if (cur == NULL)
+        Py_RETURN_NONE;
+    return (PyObject *)bc_context_wrap(st, cur);
+}
+
+/* Run a static call on the current context, activating the default one. */
+#define CURRENT_CONTEXT_OR_FAIL(st, type)                                      \
+    bc_State *st = type_state(type);                                           \
+    bc_Context *cur_ctx = bc_context_current(st);                              \
+    if (cur_ctx == NULL)                                                       \
+        return NULL;                                                           \
+    Py_DECREF(cur_ctx)
+
+PyDoc_STRVAR(synchronize_doc,
+"synchronize()\n--\n\n"
+"Wait for all work of the current context (static; the GIL is released).");
+
+static PyObject *
+context_synchronize(PyObject *type, PyObject *Py_UNUSED(ignored))
+{
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuCtxSynchronize();
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuCtxSynchronize") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(get_device_doc, "get_device()\n--\n\nThe Device of the current context (static).");
+
+static PyObject *
+context_get_device(PyObject *type, PyObject *Py_UNUSED(ignored))
+{
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    CUdevice dev;
+    if (bc_check(st, bc_drv.cuCtxGetDevice(&dev), "cuCtxGetDevice") < 0)
+        return NULL;
+    return bc_device_new(st, dev);
+}
+
+static int
+int_arg(PyObject *arg, const char *what, long lo, long hi, long *out)
+{
+    if (!PyLong_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(arg)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long v = PyLong_AsLongAndOverflow(arg, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s out of range: %R", what, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+PyDoc_STRVAR(set_limit_doc,
+"set_limit(limit, value)\n--\n\nSet a limit (limit.STACK_SIZE, ...) of the current context (static).");
+
+static PyObject *
+context_set_limit(PyObject *type, PyObject *args)
+{
+    PyObject *which;
+    unsigned long long value;
+    if (!PyArg_ParseTuple(args, "OK:set_limit", &which, &value))
+        return NULL;
+    long limit;
+    if (int_arg(which, "limit", 0, CU_LIMIT_MAX - 1, &limit) < 0)
+        return NULL;
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    if (bc_check(st, bc_drv.cuCtxSetLimit((CUlimit)limit, (size_t)value), "cuCtxSetLimit") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(get_limit_doc, "get_limit(limit)\n--\n\nA limit of the current context (static).");
+
+static PyObject *
+context_get_limit(PyObject *type, PyObject *arg)
+{
+    long limit;
+    if (int_arg(arg, "limit", 0, CU_LIMIT_MAX - 1, &limit) < 0)
+        return NULL;
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    size_t value;
+    if (bc_check(st, bc_drv.cuCtxGetLimit(&value, (CUlimit)limit), "cuCtxGetLimit") < 0)
+        return NULL;
+    return PyLong_FromSize_t(value);
+}
+
+PyDoc_STRVAR(set_cache_config_doc,
+"set_cache_config(config)\n--\n\nPreferred L1/shared split (func_cache) of the current context (static).");
+
+static PyObject *
+context_set_cache_config(PyObject *type, PyObject *arg)
+{
+    long cfg;
+    if (int_arg(arg, "cache config", 0, CU_FUNC_CACHE_PREFER_EQUAL, &cfg) < 0)
+        return NULL;
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    if (bc_check(st, bc_drv.cuCtxSetCacheConfig((CUfunc_cache)cfg), "cuCtxSetCacheConfig") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(get_cache_config_doc,
+"get_cache_config()\n--\n\nPreferred L1/shared split of the current context (static).");
+
+static PyObject *
+context_get_cache_config(PyObject *type, PyObject *Py_UNUSED(ignored))
+{
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    CUfunc_cache cfg;
+    if (bc_check(st, bc_drv.cuCtxGetCacheConfig(&cfg), "cuCtxGetCacheConfig") < 0)
+        return NULL;
+    return PyLong_FromLong((long)cfg);
+}
+
+PyDoc_STRVAR(enable_peer_access_doc,
+"enable_peer_access(peer, flags=0)\n--\n\n"
+"Let the current context access memory of Context `peer` (static).");
+
+static PyObject *
+context_peer_access(PyObject *type, PyObject *args, PyObject *kwargs, int enable)
+{
+    static char *kwlist[] = {"peer", "flags", NULL};
+    PyObject *peer;
+    unsigned int flags = 0;
+    bc_State *st0 = type_state(type);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, enable ? "O!|I:enable_peer_access" : "O!:disable_peer_access",
+                                     kwlist, (PyTypeObject *)st0->ContextType, &peer, &flags))
+        return NULL;
+    if (check_usable((bc_Context *)peer) < 0)
+        return NULL;
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    CUcontext h = ((bc_Context *)peer)->handle;
+    if (enable ? bc_check(st, bc_drv.cuCtxEnablePeerAccess(h, flags), "cuCtxEnablePeerAccess")
+               : bc_check(st, bc_drv.cuCtxDisablePeerAccess(h), "cuCtxDisablePeerAccess"))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+context_enable_peer_access(PyObject *type, PyObject *args, PyObject *kwargs)
+{
+    return context_peer_access(type, args, kwargs, 1);
+}
+
+PyDoc_STRVAR(disable_peer_access_doc,
+"disable_peer_access(peer)\n--\n\nUndo enable_peer_access (static).");
+
+static PyObject *
+context_disable_peer_access(PyObject *type, PyObject *args, PyObject *kwargs)
+{
+    return context_peer_access(type, args, kwargs, 0);
+}
+
+PyDoc_STRVAR(stream_priority_range_doc,
+"get_stream_priority_range()\n--\n\n(least, greatest) stream priority of the current context (static).");
+
+static PyObject *
+context_stream_priority_range(PyObject *type, PyObject *Py_UNUSED(ignored))
+{
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    int least, greatest;
+    if (bc_check(st, bc_drv.cuCtxGetStreamPriorityRange(&least, &greatest),
+                 "cuCtxGetStreamPriorityRange") < 0)
+        return NULL;
+    return Py_BuildValue("(ii)", least, greatest);
+}
+
+PyDoc_STRVAR(get_api_version_doc, "get_api_version()\n--\n\nThe API version the context was made with.");
+
+static PyObject *
+context_get_api_version(bc_Context *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (check_usable(self) < 0)
+        return NULL;
+    unsigned int v;
+    if (bc_check(st, bc_drv.cuCtxGetApiVersion(self->handle, &v), "cuCtxGetApiVersion") < 0)
+        return NULL;
+    return PyLong_FromUnsignedLong(v);
+}
+
+PyDoc_STRVAR(detach_doc,
+"detach()\n--\n\n"
+"Release the context now: a primary context's retain is dropped, a context of\n"
+"make_context() is destroyed (and popped if current).  Idempotent.  Objects made\n"
+"in it afterwards raise LogicError, and their own release is skipped.");
+
+static PyObject *
+context_detach(bc_Context *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->released)
+        Py_RETURN_NONE;
+    const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = context_release(self);
+    Py_END_ALLOW_THREADS
+    if (bc_check(bc_state_of((PyObject *)self), rc, routine) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+context_enter(bc_Context *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *r = context_push(self, NULL);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    return Py_NewRef(self);
+}
+
+static PyObject *
+context_exit(bc_Context *self, PyObject *args)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    PyObject *exc_type = PyTuple_GET_SIZE(args) > 0 ? PyTuple_GET_ITEM(args, 0) : Py_None;
+    CUcontext popped = NULL;
+    CUresult rc = bc_drv.cuCtxPopCurrent(&popped);
+    if (exc_type != Py_None)
+        Py_RETURN_FALSE; /* let the original exception through */
+    if (bc_check(st, rc, "cuCtxPopCurrent") < 0)
+        return NULL;
+    if (popped != self->handle && !(self->released && self->kind == BC_CTX_OWNED))
+        return bc_error_logic(st, "leaving `with ctx:` popped another context: the context "
+                                  "stack was changed inside the block and not restored"),
+               NULL;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *
+context_get_handle(bc_Context *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromVoidPtr((void *)self->handle);
+}
+
+static PyObject *
+context_get_device_prop(bc_Context *self, void *Py_UNUSED(closure))
+{
+    return bc_device_new(bc_state_of((PyObject *)self), self->device);
+}
+
+static PyObject *
+context_get_is_primary(bc_Context *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->kind == BC_CTX_PRIMARY);
+}
+
+static PyObject *
+context_get_released(bc_Context *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->released);
+}
+
+static PyMethodDef context_methods[] = {
+    {"push", (PyCFunction)context_push, METH_NOARGS, push_doc},
+    {"pop", (PyCFunction)context_pop, METH_NOARGS | METH_CLASS, pop_doc},
+    {"get_current", (PyCFunction)context_get_current, METH_NOARGS | METH_CLASS, get_current_doc},
+    {"synchronize", (PyCFunction)context_synchronize, METH_NOARGS | METH_CLASS, synchronize_doc},
+    {"get_device", (PyCFunction)context_get_device, METH_NOARGS | METH_CLASS, get_device_doc},
+    {"set_limit", (PyCFunction)context_set_limit, METH_VARARGS | METH_CLASS, set_limit_doc},
+    {"get_limit", (PyCFunction)context_get_limit, METH_O | METH_CLASS, get_limit_doc},
+    {"set_cache_config", (PyCFunction)context_set_cache_config, METH_O | METH_CLASS,
+     set_cache_config_doc},
+    {"get_cache_config", (PyCFunction)context_get_cache_config, METH_NOARGS | METH_CLASS,
+     get_cache_config_doc},
+    {"enable_peer_access", (PyCFunction)(void (*)(void))context_enable_peer_access,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, enable_peer_access_doc},
+    {"disable_peer_access", (PyCFunction)(void (*)(void))context_disable_peer_access,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, disable_peer_access_doc},
+    {"get_stream_priority_range", (PyCFunction)context_stream_priority_range,
+     METH_NOARGS | METH_CLASS, stream_priority_range_doc},
+    {"get_api_version", (PyCFunction)context_get_api_version, METH_NOARGS, get_api_version_doc},
+    {"detach", (PyCFunction)context_detach, METH_NOARGS, detach_doc},
+    {"close", (PyCFunction)context_detach, METH_NOARGS, "close()\n--\n\nSame as detach()."},
+    {"__enter__", (PyCFunction)context_enter, METH_NOARGS, "Push the context."},
+    {"__exit__", (PyCFunction)context_exit, METH_VARARGS, "Pop the context."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef context_getset[] = {
+    {"handle", (getter)context_get_handle, NULL, "The CUcontext as an int.", NULL},
+    {"device", (getter)context_get_device_prop, NULL, "The Device this context is on.", NULL},
+    {"is_primary", (getter)context_get_is_primary, NULL, "Whether this is a primary context.", NULL},
+    {"released", (getter)context_get_released, NULL, "Whether detach() was called.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef context_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Context, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(context_doc,
+"A CUDA context.  Get one with Device.retain_primary_context() (shared with the\n"
+"runtime API, CuPy and PyTorch) or Device.make_context().  `with ctx:` pushes it\n"
+"for the block.  Methods marked static act on the current context.");
+
+static PyType_Slot context_slots[] = {
+    {Py_tp_dealloc, context_dealloc},
+    {Py_tp_repr, context_repr},
+    {Py_tp_hash, context_hash},
+    {Py_tp_richcompare, context_richcompare},
+    {Py_tp_methods, context_methods},
+    {Py_tp_getset, context_getset},
+    {Py_tp_members, context_members},
+    {Py_tp_doc, (void *)context_doc},
+    {0, NULL},
+};
+
+static PyType_Spec context_spec = {
+    .name = "barecuda.driver.Context",
+    .basicsize = sizeof(bc_Context),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = context_slots,
+};
+
+int
+bc_context_setup(PyObject *m, bc_State *st)
+{
+    return bc_add_type(m, &context_spec, NULL, &st->ContextType);
+}

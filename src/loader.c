@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/* Finding and loading libcuda and libnvrtc at first use.
+ *
+ * The extension links neither library: `import barecuda` works on a machine
+ * without a GPU or driver.  The first call that needs the driver dlopens
+ * libcuda.so.1 (or $BARECUDA_LIBCUDA), resolves every entry point of
+ * BC_DRIVER_FUNCTIONS through cuGetProcAddress for the headers' CUDA_VERSION and
+ * calls cuInit(0).  NVRTC is searched in the order the README gives.  Both tables
+ * are filled once, under the GIL, and are read-only afterwards. */
+#include "barecuda/loader.h"
+#include "barecuda/error.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+bc_driver_table bc_drv;
+bc_nvrtc_table bc_nvrtc;
+int bc_drv_ready;
+int bc_nvrtc_ready;
+
+static void *libcuda_handle;
+static void *libnvrtc_handle;
+static char libcuda_path[4096];
+static char libnvrtc_path[4096];
+/* What the last failed attempt searched, kept so every later call says the same. */
+static char driver_failure[8192];
+static char nvrtc_failure[8192];
+
+/* Stand-in for an entry point the installed driver does not have.  Called through
+ * a pointer of another prototype: the arguments are ignored, which is safe in the
+ * C calling conventions of every platform CUDA supports. */
+static CUresult
+bc_missing_entry(void)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static void
+append(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    if (len + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+static int
+driver_error(bc_State *st)
+{
+    PyErr_SetString(st->Error, driver_failure);
+    return -1;
+}
+
+int
+bc_loader_load_driver(bc_State *st)
+{
+    if (bc_drv_ready)
+        return 0;
+    if (driver_failure[0] != '\0')
+        return driver_error(st);
+
+    const char *override = getenv("BARECUDA_LIBCUDA");
+    const char *name = (override && override[0]) ? override : "libcuda.so.1";
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        const char *why = dlerror();
+        snprintf(driver_failure, sizeof driver_failure,
+                 "no CUDA driver could be loaded: dlopen(\"%s\") failed (%s); searched %s. "
+                 "Install the NVIDIA driver, or set BARECUDA_LIBCUDA to the path of "
+                 "libcuda.so.1",
+                 name, why ? why : "unknown reason",
+                 override ? "BARECUDA_LIBCUDA" : "the system library path (LD_LIBRARY_PATH, ldconfig)");
+        return driver_error(st);
+    }
+
+    typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
+                                   CUdriverProcAddressQueryResult *);
+    typedef CUresult (*version_t)(int *);
+    get_proc_t get_proc = (get_proc_t)dlsym(h, "cuGetProcAddress_v2");
+    version_t get_version = (version_t)dlsym(h, "cuDriverGetVersion");
+    if (get_proc == NULL || get_version == NULL) {
+        snprintf(driver_failure, sizeof driver_failure,
+                 "%s is not a usable CUDA driver: it lacks cuGetProcAddress_v2 or "
+                 "cuDriverGetVersion (a CUDA 12 or newer driver is needed)", name);
+        dlclose(h);
+        return driver_error(st);
+    }
+    int version = 0;
+    get_version(&version);
+    if (version / 1000 < CUDA_VERSION / 1000) {
+        snprintf(driver_failure, sizeof driver_failure,
+                 "the CUDA driver in %s supports CUDA %d.%d, but barecuda was built with "
+                 "CUDA %d.%d headers: update the driver or rebuild barecuda against an "
+                 "older toolkit",
+                 name, version / 1000, version % 1000 / 10, CUDA_VERSION / 1000,
+                 CUDA_VERSION % 1000 / 10);
+        dlclose(h);
+        return driver_error(st);
+    }
+
+    bc_driver_table table;
+    CUdriverProcAddressQueryResult found;
+#define BC_RESOLVE(fn)                                                                 \
+    if (get_proc(#fn, (void **)&table.fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, \
+                 &found) != CUDA_SUCCESS ||                                            \
+        found != CU_GET_PROC_ADDRESS_SUCCESS || table.fn == NULL)                      \
+        table.fn = (__typeof__(table.fn))(void (*)(void))bc_missing_entry;
+    BC_DRIVER_FUNCTIONS(BC_RESOLVE)
+#undef BC_RESOLVE
+
+    CUresult rc = table.cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        const char *ename = NULL, *estr = NULL;
+        table.cuGetErrorName(rc, &ename);
+        table.cuGetErrorString(rc, &estr);
+        snprintf(driver_failure, sizeof driver_failure,
+                 "cuInit failed: %s: %s (driver %s loaded, but no usable GPU%s)",
+                 ename ? ename : "CUDA_ERROR_UNKNOWN", estr ? estr : "unknown error", name,
+                 rc == CUDA_ERROR_NO_DEVICE ? " is visible: check CUDA_VISIBLE_DEVICES" : "");
+        dlclose(h);
+        return driver_error(st);
+    }
+    Dl_info info;
+    if (dladdr((void *)get_version, &info) && info.dli_fname)
+        snprintf(libcuda_path, sizeof libcuda_path, "%s", info.dli_fname);
+    else
+        snprintf(libcuda_path, sizeof libcuda_path, "%s", name);
+    bc_drv = table;
+    libcuda_handle = h;
+    bc_drv_ready = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ NVRTC */
+
+static const char *const nvrtc_sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+
+static void *
+try_nvrtc(const char *path, int flags)
+{
+    void *h = dlopen(path, flags);
+    if (h != NULL && dlsym(h, "nvrtcCompileProgram") == NULL) {
+        dlclose(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Try dir/<soname> for each known soname; records the tries in `searched`. */
+static void *
+try_nvrtc_dir(const char *dir, const char *sub, char *searched, size_t cap)
+{
+    char path[4096];
+    for (size_t i = 0; i < BC_COUNT(nvrtc_sonames); i++) {
+        snprintf(path, sizeof path, "%s%s/%s", dir, sub, nvrtc_sonames[i]);
+        void *h = try_nvrtc(path, RTLD_NOW | RTLD_LOCAL);
+        if (h)
+            return h;
+    }
+    append(searched, cap, "\n  %s%s", dir, sub);
+    return NULL;
+}
+
+/* NVIDIA's pip wheels: <entry>/nvidia/cu13/lib and <entry>/nvidia/cuda_nvrtc/lib
+ * for every sys.path entry. */
+static void *
+try_nvrtc_wheels(char *searched, size_t cap)
+{
+    PyObject *path = PySys_GetObject("path"); /* borrowed */
+    if (path == NULL || !PyList_Check(path))
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
+        PyObject *entry = PyList_GET_ITEM(path, i);
+        if (!PyUnicode_Check(entry))
+            continue;
+        const char *dir = PyUnicode_AsUTF8(entry);
+        if (dir == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s/nvidia", dir);
+        if (access(probe, F_OK) != 0)
+            continue;
+        void *h = try_nvrtc_dir(dir, "/nvidia/cu13/lib", searched, cap);
+        if (h == NULL)
+            h = try_nvrtc_dir(dir, "/nvidia/cuda_nvrtc/lib", searched, cap);
+        if (h)
+            return h;
+    }
+    return NULL;
+}
+
+int
+bc_loader_load_nvrtc(bc_State *st)
+{
+    if (bc_nvrtc_ready)
+        return 0;
+    if (nvrtc_failure[0] != '\0') {
+        PyErr_SetString(st->Error, nvrtc_failure);
+        return -1;
+    }
+    char searched[6144] = "";
+    void *h = NULL;
+    const char *override = getenv("BARECUDA_NVRTC");
+    if (override && override[0]) {
+        h = try_nvrtc(override, RTLD_NOW | RTLD_LOCAL);
+        append(searched, sizeof searched, "\n  BARECUDA_NVRTC=%s (%s)", override,
+               h ? "ok" : "could not be loaded");
+    }
+    for (size_t i = 0; h == NULL && i < BC_COUNT(nvrtc_sonames); i++)
+        h = try_nvrtc(nvrtc_sonames[i], RTLD_NOW | RTLD_NOLOAD);
+    if (h == NULL) {
+        append(searched, sizeof searched, "\n  an NVRTC already loaded in the process");
+        h = try_nvrtc_wheels(searched, sizeof searched);
+    }
+    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
+    for (size_t i = 0; h == NULL && i < BC_COUNT(envs); i++) {
+        const char *root = getenv(envs[i]);
+        if (root && root[0]) {
+            h = try_nvrtc_dir(root, "/lib64", searched, sizeof searched);
+            if (h == NULL)
+                h = try_nvrtc_dir(root, "/lib", searched, sizeof searched);
+        }
+    }
+    if (h == NULL)
+        h = try_nvrtc_dir("/usr/local/cuda", "/lib64", searched, sizeof searched);
+    for (size_t i = 0; h == NULL && i < BC_COUNT(nvrtc_sonames); i++)
+        h = try_nvrtc(nvrtc_sonames[i], RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        append(searched, sizeof searched, "\n  the system loader (libnvrtc.so.13, libnvrtc.so.12)");
+        snprintf(nvrtc_failure, sizeof nvrtc_failure,
+                 "NVRTC (libnvrtc.so.13 or .12) was not found; searched:%s\n"
+                 "Install the CUDA toolkit, `pip install nvidia-cuda-nvrtc`, or set "
+                 "BARECUDA_NVRTC to the library's path",
+                 searched);
+        PyErr_SetString(st->Error, nvrtc_failure);
+        return -1;
+    }
+    bc_nvrtc_table table;
+#define BC_NVRTC_RESOLVE(fn) table.fn = (__typeof__(table.fn))dlsym(h, #fn);
+    BC_NVRTC_FUNCTIONS(BC_NVRTC_RESOLVE)
+#undef BC_NVRTC_RESOLVE
+    Dl_info info;
+    if (dladdr((void *)table.nvrtcCompileProgram, &info) && info.dli_fname)
+        snprintf(libnvrtc_path, sizeof libnvrtc_path, "%s", info.dli_fname);
+    if (table.nvrtcVersion == NULL || table.nvrtcCreateProgram == NULL ||
+        table.nvrtcGetCUBIN == NULL || table.nvrtcGetLoweredName == NULL) {
+        snprintf(nvrtc_failure, sizeof nvrtc_failure,
+                 "%s is too old: NVRTC 12 or newer is needed", libnvrtc_path);
+        PyErr_SetString(st->Error, nvrtc_failure);
+        return -1;
+    }
+    bc_nvrtc = table;
+    libnvrtc_handle = h;
+    bc_nvrtc_ready = 1;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- Python */
+
+PyDoc_STRVAR(init_doc,
+"init(flags=0)\n--\n\n"
+"Load the CUDA driver and initialise it (cuInit).  Called implicitly by every\n"
+"function that needs the driver; raises Error naming what was searched when no\n"
+"driver can be loaded.  `flags` must be 0, as the driver requires.");
+
+static PyObject *
+bc_init(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"flags", NULL};
+    int flags = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i:init", kwlist, &flags))
+        return NULL;
+    if (flags != 0) {
+        PyErr_SetString(PyExc_ValueError, "init(): flags must be 0");
+        return NULL;
+    }
+    BC_REQUIRE_DRIVER(bc_state_from_module(m), NULL);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(get_driver_version_doc,
+"get_driver_version()\n--\n\n"
+"The CUDA version the installed driver supports, as an int (13000 for 13.0).");
+
+static PyObject *
+bc_get_driver_version(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_from_module(m);
+    BC_REQUIRE_DRIVER(st, NULL);
+    int v = 0;
+    if (bc_check(st, bc_drv.cuDriverGetVersion(&v), "cuDriverGetVersion") < 0)
+        return NULL;
+    return PyLong_FromLong(v);
+}
+
+PyDoc_STRVAR(nvrtc_version_doc,
+"nvrtc_version()\n--\n\n"
+"(major, minor) of the NVRTC that barecuda loaded (loading it if needed).");
+
+static PyObject *
+bc_nvrtc_version(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_from_module(m);
+    if (bc_loader_load_nvrtc(st) < 0)
+        return NULL;
+    int major = 0, minor = 0;
+    bc_nvrtc.nvrtcVersion(&major, &minor);
+    return Py_BuildValue("(ii)", major, minor);
+}
+
+PyDoc_STRVAR(loader_info_doc,
+"loader_info()\n--\n\n"
+"A dict saying what was loaded from where: 'libcuda' and 'libnvrtc' (paths or\n"
+"None) and, for a failed load, 'libcuda_error' / 'libnvrtc_error'.  Loads nothing.");
+
+static PyObject *
+bc_loader_info(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    BC_UNUSED(m);
+    return Py_BuildValue("{s:z,s:z,s:z,s:z,s:i}",
+                         "libcuda", bc_drv_ready ? libcuda_path : NULL,
+                         "libnvrtc", bc_nvrtc_ready ? libnvrtc_path : NULL,
+                         "libcuda_error", driver_failure[0] ? driver_failure : NULL,
+                         "libnvrtc_error", nvrtc_failure[0] ? nvrtc_failure : NULL,
+                         "header_version", CUDA_VERSION);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"init", (PyCFunction)(void (*)(void))bc_init, METH_VARARGS | METH_KEYWORDS, init_doc},
+    {"get_driver_version", bc_get_driver_version, METH_NOARGS, get_driver_version_doc},
+    {"nvrtc_version", bc_nvrtc_version, METH_NOARGS, nvrtc_version_doc},
+    {"loader_info", bc_loader_info, METH_NOARGS, loader_info_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+bc_loader_setup(PyObject *m, bc_State *st)
+{
+    BC_UNUSED(st);
+    return PyModule_AddFunctions(m, loader_methods);
+}

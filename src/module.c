@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/* barecuda._driver: module definition, multi-phase init and the module state.
+ *
+ * Each driver concept lives in its own file and registers its types and
+ * functions through a bc_<concept>_setup(module, state) call made from the exec
+ * slot below.  The state holds every heap type and exception class; GC support
+ * of the state follows BC_STATE_OBJECTS in state.h. */
+#define BC_NUMPY_IMPORTER
+#include "barecuda/common.h"
+#include "barecuda/state.h"
+
+int
+bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot)
+{
+    PyObject *type = PyType_FromModuleAndSpec(m, spec, base);
+    if (type == NULL)
+        return -1;
+    *slot = type;
+    const char *dot = strrchr(spec->name, '.');
+    const char *name = dot ? dot + 1 : spec->name;
+    return PyModule_AddObjectRef(m, name, type);
+}
+
+static int
+intern_strings(bc_State *st)
+{
+    static const struct {
+        size_t offset;
+        const char *text;
+    } names[] = {
+        {offsetof(bc_State, str_block), "block"},
+        {offsetof(bc_State, str_grid), "grid"},
+        {offsetof(bc_State, str_stream), "stream"},
+        {offsetof(bc_State, str_shared), "shared"},
+        {offsetof(bc_State, str_time_kernel), "time_kernel"},
+        {offsetof(bc_State, str_shared_size), "shared_size"},
+        {offsetof(bc_State, str_gpudata), "gpudata"},
+        {offsetof(bc_State, str_cai), "__cuda_array_interface__"},
+        {offsetof(bc_State, str_cuda_stream), "__cuda_stream__"},
+    };
+    for (size_t i = 0; i < BC_COUNT(names); i++) {
+        PyObject *s = PyUnicode_InternFromString(names[i].text);
+        if (s == NULL)
+            return -1;
+        *(PyObject **)((char *)st + names[i].offset) = s;
+    }
+    return 0;
+}
+
+static int
+bc_exec(PyObject *m)
+{
+    bc_State *st = bc_state_from_module(m);
+    if (PyArray_ImportNumPyAPI() < 0)
+        return -1;
+    st->contexts = PyDict_New();
+    if (st->contexts == NULL || intern_strings(st) < 0)
+        return -1;
+    int (*const setups[])(PyObject *, bc_State *) = {
+        bc_error_setup,    bc_loader_setup,   bc_device_setup, bc_context_setup,
+        bc_stream_setup,   bc_event_setup,    bc_memory_setup, bc_memcpy_setup,
+        bc_cumodule_setup, bc_function_setup, bc_graph_setup,  bc_nvrtc_setup,
+        bc_array_setup,    bc_texture_setup,
+    };
+    for (size_t i = 0; i < BC_COUNT(setups); i++)
+        if (setups[i](m, st) < 0)
+            return -1;
+    if (PyModule_AddIntConstant(m, "CUDA_VERSION", CUDA_VERSION) < 0)
+        return -1;
+    return 0;
+}
+
+static int
+bc_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    bc_State *st = bc_state_from_module(m);
+#define BC_VISIT(name) Py_VISIT(st->name);
+    BC_STATE_OBJECTS(BC_VISIT)
+#undef BC_VISIT
+    return 0;
+}
+
+static int
+bc_clear(PyObject *m)
+{
+    bc_State *st = bc_state_from_module(m);
+#define BC_CLEAR_FIELD(name) Py_CLEAR(st->name);
+    BC_STATE_OBJECTS(BC_CLEAR_FIELD)
+#undef BC_CLEAR_FIELD
+    return 0;
+}
+
+static void
+bc_free(void *m)
+{
+    bc_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot bc_slots[] = {
+    {Py_mod_exec, bc_exec},
+    {0, NULL},
+};
+
+PyDoc_STRVAR(module_doc,
+"Private C extension of barecuda: the CUDA Driver API and NVRTC, loaded at first use.\n"
+"\n"
+"Use it through barecuda.driver and barecuda.compiler.");
+
+PyModuleDef bc_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "barecuda._driver",
+    .m_doc = module_doc,
+    .m_size = sizeof(bc_State),
+    .m_slots = bc_slots,
+    .m_traverse = bc_traverse,
+    .m_clear = bc_clear,
+    .m_free = bc_free,
+};
+
+PyMODINIT_FUNC
+PyInit__driver(void)
+{
+    return PyModuleDef_Init(&bc_module_def);
+}

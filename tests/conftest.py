@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: MIT
+"""Shared fixtures: the GPU probe and the `gpu` marker.
+
+Tests marked `gpu` run only when the driver loads and a device is present;
+otherwise they are skipped with the probe's own message as the reason.  With
+BARECUDA_REQUIRE_GPU=1 (set by .ci/gpu) a missing GPU fails them instead, so the
+GPU suite can never pass by skipping.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from barecuda import driver as drv
+
+_probe = None
+
+
+def gpu_probe():
+    """None when a GPU is usable, else the reason it is not."""
+    global _probe
+    if _probe is None:
+        try:
+            drv.init()
+            n = drv.Device.count()
+            _probe = "" if n > 0 else "the CUDA driver reports no device"
+        except drv.Error as exc:
+            _probe = f"no GPU: {exc}"
+    return _probe or None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = gpu_probe()
+    if reason is None:
+        return
+    if os.environ.get("BARECUDA_REQUIRE_GPU") == "1":
+        pytest.exit(f"BARECUDA_REQUIRE_GPU=1 but {reason}", returncode=3)
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def ctx():
+    """The primary context of device 0 (or $CUDA_DEVICE), current for the test."""
+    dev = drv.Device(int(os.environ.get("CUDA_DEVICE", "0")))
+    context = dev.retain_primary_context()
+    context.push()
+    try:
+        yield context
+    finally:
+        drv.Context.pop()
+        context.detach()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
