@@ -211,8 +211,14 @@ bc_loader_load_nvrtc(bc_State *st)
     const char *override = getenv("BARECUDA_NVRTC");
     if (override && override[0]) {
         h = try_nvrtc(override, RTLD_NOW | RTLD_LOCAL);
-        append(searched, sizeof searched, "\n  BARECUDA_NVRTC=%s (%s)", override,
-               h ? "ok" : "could not be loaded");
+        if (h == NULL) {
+            const char *why = dlerror();
+            snprintf(nvrtc_failure, sizeof nvrtc_failure,
+                     "BARECUDA_NVRTC=%s could not be loaded as NVRTC (%s)", override,
+                     why ? why : "it lacks nvrtcCompileProgram");
+            PyErr_SetString(st->Error, nvrtc_failure);
+            return -1;
+        }
     }
     for (size_t i = 0; h == NULL && i < BC_COUNT(nvrtc_sonames); i++)
         h = try_nvrtc(nvrtc_sonames[i], RTLD_NOW | RTLD_NOLOAD);
