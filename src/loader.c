@@ -104,13 +104,29 @@ bc_loader_load_driver(bc_State *st)
         return driver_error(st);
     }
 
+    /* Each entry is asked of cuGetProcAddress by its base name for the headers'
+     * CUDA_VERSION, and checked against the exact symbol the header maps that name
+     * to (cuMemAlloc -> cuMemAlloc_v2).  They can differ: for 13000 the driver
+     * answers cuCtxGetDevice with cuCtxGetDevice_v2, whose prototype is not the
+     * header's cuCtxGetDevice.  The header's own symbol wins, so every call uses
+     * the ABI it was compiled against. */
     bc_driver_table table;
     CUdriverProcAddressQueryResult found;
+#define BC_STR(x) #x
+#define BC_XSTR(x) BC_STR(x)
 #define BC_RESOLVE(fn)                                                                 \
-    if (get_proc(#fn, (void **)&table.fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, \
-                 &found) != CUDA_SUCCESS ||                                            \
-        found != CU_GET_PROC_ADDRESS_SUCCESS || table.fn == NULL)                      \
-        table.fn = (__typeof__(table.fn))(void (*)(void))bc_missing_entry;
+    {                                                                                  \
+        void *exact = dlsym(h, BC_XSTR(fn));                                           \
+        void *proc = NULL;                                                             \
+        if (get_proc(#fn, &proc, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM,      \
+                     &found) != CUDA_SUCCESS ||                                        \
+            found != CU_GET_PROC_ADDRESS_SUCCESS)                                      \
+            proc = NULL;                                                               \
+        if (exact != NULL && proc != exact)                                            \
+            proc = exact;                                                              \
+        table.fn = proc ? (__typeof__(table.fn))proc                                   \
+                        : (__typeof__(table.fn))(void (*)(void))bc_missing_entry;      \
+    }
     BC_DRIVER_FUNCTIONS(BC_RESOLVE)
 #undef BC_RESOLVE
 
