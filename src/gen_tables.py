@@ -80,7 +80,14 @@ def main(src, dst):
             continue
         py = snake(cname)
         seen.add(py)
-        tables.append((py, names, strip_prefix(names)))
+        # Strip the prefix named after the type (CU_FUNC_CACHE_ of CUfunc_cache keeps
+        # PREFER_SHARED whole) when every member has it, else the common prefix.
+        typed = "CU_" + py.upper() + "_"
+        if all(n.startswith(typed) and len(n) > len(typed) for n in names):
+            shorts = [("_" if n[len(typed)].isdigit() else "") + n[len(typed):] for n in names]
+        else:
+            shorts = strip_prefix(names)
+        tables.append((py, names, shorts))
     for py, prefix in DEFINE_GROUPS.items():
         names = sorted(set(re.findall(r"#define\s+(%s\w+)\s+\S" % prefix, text)),
                        key=text.index)

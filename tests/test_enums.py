@@ -35,6 +35,8 @@ def test_known_values_match_the_header():
     assert drv.filter_mode.LINEAR == 1
     assert drv.array_format.FLOAT == 0x20 and drv.array_format.UNSIGNED_INT8 == 0x01
     assert drv.limit.STACK_SIZE == 0
+    assert drv.func_cache.PREFER_SHARED == 1 and drv.func_cache.PREFER_L1 == 2
+    assert drv.stream_capture_mode.GLOBAL == 0 and drv.jit_option.MAX_REGISTERS == 0
 
 
 def test_reprs_are_readable_and_flags_combine():
