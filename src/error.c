@@ -137,12 +137,17 @@ bc_error_raise(bc_State *st, CUresult code, const char *routine)
     }
     if (name == NULL)
         name = code_name(code);
-    PyObject *msg = PyUnicode_FromFormat(
-        "%s failed: %s%s%s%s", routine, name ? name : "CUDA_ERROR_UNKNOWN_CODE",
-        text ? ": " : "", text ? text : "",
-        is_sticky(code) ? " (the context is now unusable: exit the process, or release "
-                          "every object of the context and reset its primary context)"
-                        : "");
+    const char *why = "";
+    if (bc_forked_child)
+        why = " (this process was forked after CUDA was initialised in its parent, and CUDA "
+              "cannot be used in a forked child: start workers with multiprocessing's "
+              "'spawn' or 'forkserver' method)";
+    else if (is_sticky(code))
+        why = " (the context is now unusable: exit the process, or release every object "
+              "of the context and reset its primary context)";
+    PyObject *msg = PyUnicode_FromFormat("%s failed: %s%s%s%s", routine,
+                                         name ? name : "CUDA_ERROR_UNKNOWN_CODE",
+                                         text ? ": " : "", text ? text : "", why);
     if (msg == NULL)
         return -1;
     raise_with_attrs(bc_error_class(st, code), msg, (long)code, name, routine);

@@ -11,6 +11,7 @@
 #include "barecuda/error.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,7 @@ bc_driver_table bc_drv;
 bc_nvrtc_table bc_nvrtc;
 int bc_drv_ready;
 int bc_nvrtc_ready;
+int bc_forked_child;
 
 static void *libcuda_handle;
 static void *libnvrtc_handle;
@@ -48,6 +50,15 @@ append(char *buf, size_t cap, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf + len, cap - len, fmt, ap);
     va_end(ap);
+}
+
+/* CUDA cannot be used in a child forked after the parent initialised it; the
+ * driver then answers every call with an error code that does not say why, so
+ * remember the fork and let error.c say it. */
+static void
+mark_forked_child(void)
+{
+    bc_forked_child = 1;
 }
 
 static int
@@ -150,6 +161,7 @@ bc_loader_load_driver(bc_State *st)
     bc_drv = table;
     libcuda_handle = h;
     bc_drv_ready = 1;
+    pthread_atfork(NULL, NULL, mark_forked_child);
     return 0;
 }
 

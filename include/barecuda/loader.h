@@ -33,7 +33,7 @@
     X(cuModuleGetGlobal) X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete)     \
     X(cuLinkDestroy)                                                            \
     X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)         \
-    X(cuFuncGetName) X(cuLaunchKernel) X(cuLaunchKernelEx)                      \
+    X(cuFuncGetName) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuLaunchKernelEx) \
     X(cuLaunchCooperativeKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
     X(cuOccupancyMaxPotentialBlockSize) X(cuOccupancyMaxActiveClusters)         \
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy)          \
@@ -94,6 +94,7 @@ extern bc_driver_table bc_drv;
 extern bc_nvrtc_table bc_nvrtc;
 extern int bc_drv_ready;   /* 1 once libcuda is loaded and cuInit succeeded */
 extern int bc_nvrtc_ready; /* 1 once libnvrtc is loaded */
+extern int bc_forked_child; /* 1 in a child forked after the driver was initialised */
 
 /* Load libcuda and call cuInit(0) if not done yet; 0 on success, else -1 with
  * barecuda.driver.Error set, naming what was searched. */
