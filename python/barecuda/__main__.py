@@ -1,11 +1,25 @@
 # SPDX-License-Identifier: MIT
-"""``python -m barecuda``: report the driver and devices, then run a self-test.
+"""``python -m barecuda``: report NVRTC, the kernel cache, the driver and devices,
+then run a self-test: compile a kernel with NVRTC, launch it on random data and
+check the result against NumPy.
 
-Exit status 0 when every step that this machine can run passed; 1 when no driver
-could be loaded (the message says what was searched) or a step failed.
+Without a GPU (no driver, or no device) the kernel is still compiled, for the
+newest architecture NVRTC supports, and the report says that it cannot be run;
+the exit status is 0 then.  It is 1 when something that should work here
+failed: NVRTC cannot be loaded or compiled the kernel wrongly, or the kernel
+ran and gave a wrong answer.
 """
 
 import sys
+
+SELF_TEST = r"""
+#include <barecuda_helpers.cuh>
+__global__ void axpb(float *y, const float *x, float a, float b, long long n)
+{
+    BC_GRID_STRIDE_LOOP(i, n)
+        y[i] = a * x[i] + b;
+}
+"""
 
 
 def _report_devices(drv, out):
@@ -28,21 +42,77 @@ def _fmt(v):
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
+def _run_kernel(drv, compiler, out):
+    """Compile, launch and check the self-test kernel on device 0; True when right."""
+    import numpy as np
+
+    mod = compiler.SourceModule(SELF_TEST)
+    out.write(f"compiled the self-test kernel for {mod.arch} "
+              f"({'CUBIN' if mod.cubin is not None else 'PTX'}, "
+              f"{len(mod.cubin if mod.cubin is not None else mod.ptx)} bytes)\n")
+    fn = mod.get_function("axpb")
+    rng = np.random.default_rng()
+    n = 1 << 20
+    x = rng.standard_normal(n).astype(np.float32)
+    a, b = np.float32(rng.uniform(-2, 2)), np.float32(rng.uniform(-2, 2))
+    x_gpu = drv.mem_alloc(x.nbytes)
+    y_gpu = drv.mem_alloc(x.nbytes)
+    try:
+        drv.memcpy_htod(x_gpu, x)
+        fn(y_gpu, x_gpu, a, b, np.int64(n), block=(256, 1, 1), grid=(256, 1))
+        y = np.empty_like(x)
+        drv.memcpy_dtoh(y, y_gpu)
+    finally:
+        x_gpu.free()
+        y_gpu.free()
+    expected = a * x + b
+    if not np.allclose(y, expected, rtol=1e-5, atol=1e-6):
+        bad = int(np.sum(~np.isclose(y, expected, rtol=1e-5, atol=1e-6)))
+        out.write(f"FAILED: the self-test kernel gave {bad} wrong values of {n}\n")
+        return False
+    out.write(f"launched it on {n} random floats: matches NumPy: OK\n")
+    return True
+
+
 def main(argv=None, out=sys.stdout):
     from barecuda import driver as drv
 
     out.write("barecuda self-test\n")
     try:
+        from barecuda import compiler
+        major, minor = drv.nvrtc_version()
+    except drv.Error as exc:
+        out.write(f"FAILED: NVRTC could not be loaded: {exc}\n")
+        return 1
+    out.write(f"NVRTC {major}.{minor}: {drv.loader_info()['libnvrtc']}\n")
+    out.write(f"kernel cache: {compiler.get_cache_dir() or 'off'}\n")
+
+    try:
         drv.init()
+        n = _report_devices(drv, out)
+        if n == 0:
+            raise drv.Error("the CUDA driver reports no device")
     except drv.Error as exc:
         out.write(f"no GPU: {exc}\n")
-        return 1
+        try:
+            arch = f"sm_{compiler._supported_archs()[-1]}"
+            image = compiler.compile(SELF_TEST, arch=arch)
+        except drv.Error as exc2:
+            out.write(f"FAILED: NVRTC could not compile the self-test kernel: {exc2}\n")
+            return 1
+        if not image.startswith(b"\x7fELF"):
+            out.write(f"FAILED: NVRTC returned {len(image)} bytes that are not a CUBIN\n")
+            return 1
+        out.write(f"no GPU: compiled the self-test kernel for {arch} with NVRTC "
+                  f"{major}.{minor} ({len(image)} bytes of CUBIN) but cannot run it\n")
+        return 0
+
     try:
-        _report_devices(drv, out)
-    except drv.Error as exc:
-        out.write(f"FAILED: {exc}\n")
+        ok = _run_kernel(drv, compiler, out)
+    except (drv.Error, AttributeError) as exc:
+        out.write(f"FAILED: {type(exc).__name__}: {exc}\n")
         return 1
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

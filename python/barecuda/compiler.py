@@ -1,0 +1,811 @@
+# SPDX-License-Identifier: MIT
+"""Compiling CUDA C in the process: ``SourceModule``, ``compile`` and the kernel cache.
+
+``SourceModule(source)`` compiles CUDA C (wrapped in ``extern "C" { }`` unless
+``no_extern_c``) with NVRTC for the current context's device and loads it::
+
+    mod = SourceModule('''
+    __global__ void twice(float *y, const float *x, int n)
+    {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = 2 * x[i];
+    }''')
+    twice = mod.get_function("twice")
+
+Architecture: the device's ``sm_XY`` CUBIN when NVRTC knows it, else PTX for
+the newest architecture NVRTC knows that the device can run (the driver JITs
+it).  ``backend="nvcc"`` runs nvcc instead, in a temporary directory.
+
+Options are nvcc-style, as PyCUDA passes them; the common ones are translated
+for NVRTC (``-I dir``, ``-D X``, ``-lineinfo``, ``-G``, ``-use_fast_math``,
+``-Xptxas``, ``-maxrregcount N``, ``-arch``/``-code``), ``-O<n>`` and host-only
+flags are dropped (NVRTC always optimises), the rest are passed through.  The
+include path always holds barecuda's device headers (``<barecuda_helpers.cuh>``)
+and the CUDA toolkit's include directory when one is found.
+
+Cache: compiled images are kept in memory for the process and on disk, keyed by
+a SHA-256 of the source, the options, the architecture, the compiler (NVRTC
+library file or nvcc executable), barecuda's version and the contents of every
+header under the include directories.  On disk the location is ``cache_dir``,
+else ``$BARECUDA_CACHE_DIR``, else ``$XDG_CACHE_HOME/barecuda`` (or
+``~/.cache/barecuda``); ``cache_dir=False`` turns both layers off.  Entries are
+written atomically and checked (length and SHA-256) when read: a damaged entry
+is compiled again and rewritten.
+"""
+
+import hashlib
+import os
+import re
+import struct
+import sys
+import threading
+import weakref
+
+import barecuda
+from barecuda import _driver
+from barecuda import driver as _drv
+
+CompileError = _drv.CompileError
+
+__all__ = ["SourceModule", "compile", "CompileError", "get_cache_dir",
+           "clear_memory_cache"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+#: barecuda's device headers, always on the include path.
+INCLUDE_DIR = os.path.join(_PACKAGE_DIR, "templates", "include")
+_HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inc", ".inl", ".cuinc")
+_ENTRY_MAGIC = b"BCKCACH1"
+_ENTRY_HEAD = struct.Struct("<8s32sBxxxIIQ32s")
+_KINDS = ("cubin", "ptx", "fatbin")
+_PROGRAM = "kernel.cu"
+
+#: Counters for tests and benchmarks: compiles run, and answers from each cache layer.
+stats = {"nvrtc": 0, "nvcc": 0, "disk_hits": 0, "memory_hits": 0, "disk_rejected": 0}
+
+_lock = threading.Lock()
+_memory = {}                            # memory key -> _Compiled
+_loaded = weakref.WeakValueDictionary()  # (context handle, id(_Compiled)) -> _Loaded
+_header_memo = {}                       # path -> ((mtime_ns, size, ino), sha256 digest)
+_device_cc = {}                         # device ordinal -> 10 * major + minor
+_once = {}                              # facts computed once per process
+
+
+# --------------------------------------------------------------- locations
+
+def get_cache_dir(cache_dir=None):
+    """The disk cache directory that `cache_dir` (SourceModule's argument) means,
+    or None when the cache is off (``cache_dir=False``)."""
+    if cache_dir is False:
+        return None
+    if cache_dir:
+        return os.fspath(cache_dir)
+    env = os.environ.get("BARECUDA_CACHE_DIR")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "barecuda")
+
+
+def _toolkit_include():
+    """The CUDA toolkit include directory (holding cuda_fp16.h), or None."""
+    if "toolkit" not in _once:
+        found = None
+        roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+        cands = [os.path.join(r, "include") for r in roots if r]
+        for entry in sys.path:
+            if entry and os.path.isdir(os.path.join(entry, "nvidia")):
+                for sub in ("cu13", "cuda_runtime", "cuda_nvrtc"):
+                    cands.append(os.path.join(entry, "nvidia", sub, "include"))
+        for c in cands:
+            if os.path.isfile(os.path.join(c, "cuda_fp16.h")):
+                found = os.path.abspath(c)
+                break
+        _once["toolkit"] = found
+    return _once["toolkit"]
+
+
+def _nvrtc_identity():
+    """A string naming the NVRTC library file that is (or would be) loaded:
+    its real path, size and mtime.  Predicted without loading NVRTC where the
+    loader's search can be followed (so a cache hit need not load it); None
+    when it cannot be predicted."""
+    path = _driver.loader_info()["libnvrtc"]
+    if path is None:
+        path = _predict_nvrtc()
+        if path is None:
+            return None
+    return _file_identity(path)
+
+
+def _file_identity(path):
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _predict_nvrtc():
+    """Follow src/loader.c's search order over files that exist."""
+    names = ("libnvrtc.so.13", "libnvrtc.so.12")
+    env = os.environ.get("BARECUDA_NVRTC")
+    if env:
+        return env if os.path.isfile(env) else None
+    dirs = []
+    for entry in sys.path:
+        if entry and os.path.isdir(os.path.join(entry, "nvidia")):
+            dirs.append(os.path.join(entry, "nvidia", "cu13", "lib"))
+            dirs.append(os.path.join(entry, "nvidia", "cuda_nvrtc", "lib"))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root:
+            dirs += [os.path.join(root, "lib64"), os.path.join(root, "lib")]
+    dirs.append("/usr/local/cuda/lib64")
+    for d in dirs:
+        for n in names:
+            p = os.path.join(d, n)
+            if os.path.isfile(p):
+                return p
+    return None
+
+
+def _supported_archs():
+    if "archs" not in _once:
+        _once["archs"] = tuple(_driver._nvrtc_supported_archs())
+    return _once["archs"]
+
+
+def _nvrtc_version_text():
+    major, minor = _driver.nvrtc_version()
+    return f"{major}.{minor}"
+
+
+# ------------------------------------------------------------------ headers
+
+def _header_files(dirs):
+    """Sorted header files under `dirs` (recursively)."""
+    out = []
+    for top in dirs:
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            try:
+                it = os.scandir(d)
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    try:
+                        if e.is_dir():
+                            stack.append(e.path)
+                        elif e.name.endswith(_HEADER_SUFFIXES):
+                            out.append(e.path)
+                    except OSError:
+                        continue
+    out.sort()
+    return out
+
+
+def _header_stamp(dirs):
+    """(path, mtime_ns, size, inode) of every header under `dirs`: cheap to
+    recompute, it says whether a cached image may still be used."""
+    stamp = []
+    for p in _header_files(dirs):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        stamp.append((p, st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(stamp)
+
+
+def _header_digest(stamp):
+    """SHA-256 over the names and contents of the headers in `stamp`."""
+    h = hashlib.sha256()
+    for path, mtime, size, ino in stamp:
+        memo = _header_memo.get(path)
+        if memo is None or memo[0] != (mtime, size, ino):
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            memo = ((mtime, size, ino), hashlib.sha256(data).digest())
+            _header_memo[path] = memo
+        h.update(path.encode("utf-8", "surrogateescape") + b"\0" + memo[1])
+    return h.digest()
+
+
+def _package_headers_digest():
+    if "pkg" not in _once:
+        _once["pkg"] = _header_digest(_header_stamp([INCLUDE_DIR]))
+    return _once["pkg"]
+
+
+# ------------------------------------------------------------------ options
+
+_DROP = {"-m64", "-m32", "-cubin", "-ptx", "-fatbin", "-keep", "--keep", "-c", "-g", "--debug",
+         "--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--extended-lambda",
+         "-extended-lambda", "--expt-extended-lambda", "-expt-extended-lambda",
+         "--shared", "-shared"}
+_DROP_WITH_VALUE = {"-Xcompiler", "--compiler-options", "-ccbin", "--compiler-bindir",
+                    "-Xlinker", "--linker-options", "-o", "--output-file"}
+_RENAME = {"-lineinfo": "--generate-line-info", "--generate-line-info": "--generate-line-info",
+           "-G": "--device-debug", "--device-debug": "--device-debug",
+           "-use_fast_math": "--use_fast_math", "--use_fast_math": "--use_fast_math",
+           "-w": "--disable-warnings", "--disable-warnings": "--disable-warnings",
+           "-restrict": "--restrict", "--restrict": "--restrict"}
+# option (long or short) -> NVRTC form taking "=value"
+_WITH_VALUE = {"-I": "--include-path", "--include-path": "--include-path",
+               "-D": "-D", "--define-macro": "-D", "-U": "-U", "--undefine-macro": "-U",
+               "-include": "--pre-include", "--pre-include": "--pre-include",
+               "-Xptxas": "--ptxas-options", "--ptxas-options": "--ptxas-options",
+               "-maxrregcount": "--maxrregcount", "--maxrregcount": "--maxrregcount",
+               "-std": "--std", "--std": "--std",
+               "-arch": "arch", "--gpu-architecture": "arch",
+               "-code": "code", "--gpu-code": "code",
+               "-rdc": "--relocatable-device-code",
+               "--relocatable-device-code": "--relocatable-device-code"}
+_O_LEVEL = re.compile(r"^-O[0-9s]?$|^--optimize(=.*)?$")
+
+
+def _translate_options(options):
+    """nvcc-style options -> (NVRTC options, include dirs named, arch, code).
+
+    ``-arch``/``-code`` given as options are returned (they override the
+    SourceModule arguments); include directories are made absolute."""
+    out, incs, arch, code = [], [], None, None
+    opts = list(options)
+    i = 0
+    while i < len(opts):
+        opt = opts[i]
+        i += 1
+        if not isinstance(opt, str):
+            raise TypeError(f"options must be str, not {type(opt).__name__}: {opt!r}")
+        if opt in _DROP or _O_LEVEL.match(opt):
+            continue
+        if opt in _DROP_WITH_VALUE:
+            i += 1
+            continue
+        if opt.split("=", 1)[0] in _DROP_WITH_VALUE:
+            continue
+        if opt in _RENAME:
+            out.append(_RENAME[opt])
+            continue
+        if opt == "-gencode" or opt.startswith(("-gencode=", "--generate-code")):
+            raise ValueError(f"{opt} is an nvcc option that NVRTC does not have: pass "
+                             "arch=/code= (one architecture) or use backend='nvcc'")
+        name, value = None, None
+        if opt in _WITH_VALUE:
+            if i >= len(opts):
+                raise ValueError(f"option {opt} needs a value")
+            name, value = opt, opts[i]
+            i += 1
+        elif "=" in opt and opt.split("=", 1)[0] in _WITH_VALUE:
+            name, value = opt.split("=", 1)
+        elif opt[:2] in ("-I", "-D", "-U") and len(opt) > 2:
+            name, value = opt[:2], opt[2:]
+        if name is None:
+            out.append(opt)   # passed through: NVRTC reports what it does not know
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"the value of {name} must be str, not {type(value).__name__}")
+        kind = _WITH_VALUE[name]
+        if kind == "arch":
+            arch = value
+        elif kind == "code":
+            code = value
+        elif kind == "--include-path":
+            value = os.path.abspath(value)
+            incs.append(value)
+            out.append(f"--include-path={value}")
+        elif kind in ("-D", "-U"):
+            out.append(kind + value)
+        else:
+            out.append(f"{kind}={value}")
+    return out, incs, arch, code
+
+
+_ARCH_RE = re.compile(r"^(sm|compute|lto)_(\d+)([af]?)$")
+
+
+def _parse_arch(text, what):
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str such as 'sm_90', not {type(text).__name__}")
+    m = _ARCH_RE.match(text)
+    if not m:
+        raise ValueError(f"{what} must look like 'sm_90' or 'compute_90', not {text!r}")
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+# --------------------------------------------------------------- the errors
+
+_LOG_LINE = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<kind>(?:catastrophic )?error|warning)",
+                       re.M)
+
+
+def _format_error(err, source, offset, what):
+    """CompileError message: what failed, the log, the offending lines numbered."""
+    log = getattr(err, "log", "") or ""
+    shown_log = log
+    if offset:
+        # number the program's lines as the user wrote them (without the wrapper)
+        shown_log = re.sub(r"(?m)^(\S*" + re.escape(_PROGRAM) + r")\((\d+)\)",
+                           lambda m: f"{m.group(1)}({int(m.group(2)) - offset})", log)
+    parts = [f"{what} failed", shown_log.rstrip() or str(err)]
+    lines = source.splitlines()
+    wanted = []
+    for m in _LOG_LINE.finditer(log):
+        if "error" not in m.group("kind") or not m.group("file").endswith(_PROGRAM):
+            continue
+        n = int(m.group("line")) - offset
+        if 1 <= n <= len(lines) and n not in wanted:
+            wanted.append(n)
+    if wanted:
+        shown = set()
+        for n in wanted[:6]:
+            shown.update(range(max(1, n - 2), min(len(lines), n + 2) + 1))
+        width = len(str(max(shown)))
+        excerpt = ["source (lines with errors marked >):"]
+        prev = None
+        for k in sorted(shown):
+            if prev is not None and k != prev + 1:
+                excerpt.append("   " + " " * width + " ...")
+            mark = ">" if k in wanted else " "
+            excerpt.append(f" {mark} {k:>{width}} | {lines[k - 1]}")
+            prev = k
+        parts.append("\n".join(excerpt))
+    return "\n\n".join(parts)
+
+
+def _raise_compile_error(err, source, offset, options, what):
+    message = _format_error(err, source, offset, what)
+    if offset and '"C" linkage' in (getattr(err, "log", "") or ""):
+        message += ("\n\nhint: SourceModule wraps the source in extern \"C\" { }, where C++ "
+                    "headers (such as <cuda_fp16.h>) and templates cannot go: pass "
+                    "no_extern_c=True and mark the kernels extern \"C\" yourself")
+    new = CompileError(message)
+    new.log = getattr(err, "log", "") or ""
+    new.source = source
+    new.options = tuple(options)
+    for attr in ("code", "name", "routine"):
+        setattr(new, attr, getattr(err, attr, None))
+    # PyCUDA's CompileError attributes
+    new.msg = what + " failed"
+    new.stdout = ""
+    new.stderr = new.log
+    new.command_line = getattr(err, "command_line", None)
+    raise new from None
+
+
+# ------------------------------------------------------------ disk entries
+
+def _read_entry(path, key):
+    """(kind, arch, image, names, log) from a cache entry, or None when absent or damaged."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        magic, ekey, kind, nlen, llen, ilen, digest = _ENTRY_HEAD.unpack_from(data)
+    except struct.error:
+        stats["disk_rejected"] += 1
+        return None
+    payload = memoryview(data)[_ENTRY_HEAD.size:]
+    if (magic != _ENTRY_MAGIC or ekey != key or kind >= len(_KINDS)
+            or len(payload) != nlen + llen + ilen
+            or hashlib.sha256(payload).digest() != digest):
+        stats["disk_rejected"] += 1
+        return None
+    try:
+        items = bytes(payload[:nlen]).decode("utf-8").split("\0")
+        log = bytes(payload[nlen:nlen + llen]).decode("utf-8")
+    except UnicodeDecodeError:
+        stats["disk_rejected"] += 1
+        return None
+    image = bytes(payload[nlen + llen:])
+    names = dict(zip(items[1::2], items[2::2]))
+    return _KINDS[kind], items[0], image, names, log
+
+
+def _write_entry(directory, path, key, kind, arch, image, names, log):
+    """Write a cache entry atomically: a private temporary file, then rename."""
+    items = [arch] + [x for kv in names.items() for x in kv]
+    names_blob = "\0".join(items).encode("utf-8")
+    log_blob = log.encode("utf-8")
+    payload = names_blob + log_blob + image
+    head = _ENTRY_HEAD.pack(_ENTRY_MAGIC, key, _KINDS.index(kind), len(names_blob),
+                            len(log_blob), len(image), hashlib.sha256(payload).digest())
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(head + payload)
+        os.replace(tmp, path)
+    except OSError:
+        # an unwritable cache costs a recompile next time, nothing else
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------- compiling
+
+class _Compiled:
+    """One compiled image and what came with it."""
+    __slots__ = ("kind", "image", "names", "log", "arch", "stamp", "dirs", "keep_dir",
+                 "cache_path", "__weakref__")
+
+    def __init__(self, kind, image, names, log, arch, stamp, keep_dir=None, cache_path=None,
+                 dirs=()):
+        self.dirs = dirs
+        self.kind = kind
+        self.image = image
+        self.names = names
+        self.log = log
+        self.arch = arch
+        self.stamp = stamp
+        self.keep_dir = keep_dir
+        self.cache_path = cache_path
+
+
+def _seq(value, what):
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{what} must be a list of str, not a single string")
+    return tuple(value)
+
+
+def _source_text(source):
+    if isinstance(source, bytes):
+        return source.decode("utf-8")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str or bytes, not {type(source).__name__}")
+    return source
+
+
+def _current_device_cc():
+    """10 * major + minor of the current context's device (activating the primary
+    context when none is current), or raises barecuda.driver.Error."""
+    dev = _drv.Context.get_device()
+    cc = _device_cc.get(dev.handle)
+    if cc is None:
+        major, minor = dev.compute_capability()
+        cc = _device_cc[dev.handle] = 10 * major + minor
+    return cc
+
+
+def _choose_target(arch, code, target, device_cc, backend, resolve=True):
+    """(arch string for the compiler, image kind); (None, None) for the device's
+    own architecture when `resolve` is false (the choice needs NVRTC loaded)."""
+    if target not in _KINDS:
+        raise ValueError(f"target must be one of {', '.join(_KINDS)}, not {target!r}")
+    if target == "fatbin" and backend != "nvcc":
+        raise ValueError("target='fatbin' needs backend='nvcc' (NVRTC makes CUBIN or PTX)")
+    if arch is None and code is None:
+        if backend == "nvcc":
+            return f"sm_{device_cc}", target
+        if not resolve:
+            return None, None
+        archs = _supported_archs()
+        if target == "cubin" and device_cc in archs:
+            return f"sm_{device_cc}", "cubin"
+        older = [a for a in archs if a <= device_cc]
+        if not older:
+            raise CompileError(
+                f"NVRTC {_nvrtc_version_text()} cannot compile for sm_{device_cc}: it knows "
+                f"{', '.join(f'sm_{a}' for a in archs)}; use an older NVRTC or backend='nvcc'")
+        return f"compute_{older[-1]}", "ptx"
+    if backend == "nvcc":
+        return arch or code, target
+    chosen = code if code is not None else arch
+    family, number, suffix = _parse_arch(chosen, "code" if code is not None else "arch")
+    if family == "compute" or target == "ptx":
+        return f"compute_{number}{suffix}", "ptx"
+    return f"sm_{number}{suffix}", "cubin"
+
+
+def _default_cc():
+    """The current device's architecture, or without a usable GPU the newest
+    architecture NVRTC supports."""
+    try:
+        return _current_device_cc()
+    except _drv.Error:
+        return _supported_archs()[-1]
+
+
+def _nvcc_identity(nvcc):
+    import shutil
+    path = shutil.which(nvcc)
+    if path is None:
+        raise CompileError(f"nvcc was not found: {nvcc!r} is not on PATH "
+                           "(install the CUDA toolkit or use backend='nvrtc')")
+    return path, _file_identity(path)
+
+
+def _run_nvcc(nvcc_path, text, options, arch, code, kind, keep):
+    import shutil
+    import subprocess
+    import tempfile
+    d = tempfile.mkdtemp(prefix="barecuda-nvcc-")
+    try:
+        with open(os.path.join(d, _PROGRAM), "w", encoding="utf-8") as f:
+            f.write(text)
+        out = "kernel." + kind
+        cmd = [nvcc_path, "-" + kind, *options, "-arch", arch]
+        if code:
+            cmd += ["-code", code]
+        cmd += [_PROGRAM, "-o", out]
+        stats["nvcc"] += 1
+        proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
+        log = (proc.stdout + proc.stderr).strip()
+        if proc.returncode != 0:
+            err = CompileError(log)
+            err.log = log
+            err.command_line = " ".join(cmd)
+            raise err
+        with open(os.path.join(d, out), "rb") as f:
+            image = f.read()
+        return image, log, d if keep else None
+    finally:
+        if keep:
+            print(f"*** compiler output in {d}")
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
+           include_dirs, backend, name_expressions, target, device_cc):
+    """Compile (or find in a cache) and return a _Compiled."""
+    if backend not in ("nvrtc", "nvcc"):
+        raise ValueError(f"backend must be 'nvrtc' or 'nvcc', not {backend!r}")
+    text = _source_text(source)
+    options = _seq(options, "options")
+    name_expressions = _seq(name_expressions, "name_expressions")
+    include_dirs = [os.path.abspath(os.fspath(d)) for d in _seq(include_dirs, "include_dirs")]
+    if backend == "nvcc" and name_expressions:
+        raise ValueError("name_expressions needs backend='nvrtc'")
+
+    if no_extern_c:
+        full, offset = text, 0
+    else:
+        full, offset = 'extern "C" {\n' + text + "\n}\n", 1
+
+    if backend == "nvrtc":
+        opts, opt_incs, opt_arch, opt_code = _translate_options(options)
+        arch = opt_arch if opt_arch is not None else arch
+        code = opt_code if opt_code is not None else code
+    else:
+        opts, opt_incs = list(options), []
+        for i, o in enumerate(options):
+            if o == "-I" and i + 1 < len(options):
+                opt_incs.append(os.path.abspath(options[i + 1]))
+            elif isinstance(o, str) and o.startswith("-I") and len(o) > 2:
+                opt_incs.append(os.path.abspath(o[2:]))
+    arch_str, kind = _choose_target(arch, code, target, device_cc, backend, resolve=False)
+    # arch_str None: the device's architecture, resolved against NVRTC's list only
+    # when compiling, so that a cache hit does not need NVRTC loaded
+    arch_key = arch_str or f"auto-{device_cc}-{target}"
+
+    user_dirs = include_dirs + opt_incs
+    toolkit = _toolkit_include()
+    if backend == "nvrtc":
+        rest = opts + [f"--include-path={d}" for d in include_dirs + [INCLUDE_DIR]
+                       + ([toolkit] if toolkit else [])]
+        compiler_id = _nvrtc_identity()
+    else:
+        rest = opts + [f"-I{d}" for d in include_dirs + [INCLUDE_DIR]]
+        nvcc_path, compiler_id = _nvcc_identity(nvcc)
+    stamp = _header_stamp(user_dirs) if user_dirs else ()
+
+    directory = get_cache_dir(cache_dir_arg)
+    key = path = None
+
+    def make_key(cid):
+        h = hashlib.sha256()
+        for part in ("barecuda-kernel-cache-1", barecuda.__version__, backend, cid or "?",
+                     target, arch_key, code if backend == "nvcc" and code else "",
+                     "\0".join(rest), "\0".join(name_expressions), full):
+            h.update(part.encode("utf-8", "surrogateescape"))
+            h.update(b"\1")
+        h.update(_package_headers_digest())
+        h.update(_header_digest(stamp))
+        return h.digest()
+
+    def lookup():
+        hit = _read_entry(path, key)
+        if hit is None:
+            return None
+        stats["disk_hits"] += 1
+        hkind, harch, image, names, log = hit
+        return _Compiled(hkind, image, names, log, harch, stamp, cache_path=path,
+                         dirs=user_dirs)
+
+    if directory is not None and not keep and compiler_id is not None:
+        key = make_key(compiler_id)
+        path = os.path.join(directory, key.hex() + ".bin")
+        hit = lookup()
+        if hit is not None:
+            return hit
+
+    keep_dir = None
+    if backend == "nvrtc":
+        if _driver.loader_info()["libnvrtc"] is None:
+            _driver.nvrtc_version()     # loads NVRTC (or raises Error naming the search)
+        real_id = _nvrtc_identity()
+        if directory is not None and not keep and real_id != compiler_id:
+            # the prediction missed: look again under the loaded library's name
+            compiler_id = real_id
+            key = make_key(compiler_id)
+            path = os.path.join(directory, key.hex() + ".bin")
+            hit = lookup()
+            if hit is not None:
+                return hit
+        if arch_str is None:
+            arch_str, kind = _choose_target(arch, code, target, device_cc, backend)
+        final = [f"--gpu-architecture={arch_str}"] + rest
+        stats["nvrtc"] += 1
+        try:
+            image, log, names = _driver._nvrtc_compile(
+                full, _PROGRAM, final, None, name_expressions, kind)
+        except CompileError as err:
+            _raise_compile_error(err, text, offset, final,
+                                 f"NVRTC {_nvrtc_version_text()} compiling for {arch_str}")
+        if keep:
+            keep_dir = _keep_files(full, final, image, kind, log)
+    else:
+        try:
+            final = rest
+            image, log, keep_dir = _run_nvcc(nvcc_path, full, final, arch_str,
+                                             code if arch is not None else None, kind, keep)
+        except OSError as err:
+            raise CompileError(f"could not run {nvcc_path}: {err}") from None
+        except CompileError as err:
+            _raise_compile_error(err, text, offset, final, f"nvcc compiling for {arch_str}")
+        names = {}
+    if key is not None:
+        _write_entry(directory, path, key, kind, arch_str, image, names, log)
+    return _Compiled(kind, image, names, log, arch_str, stamp, keep_dir, path, user_dirs)
+
+
+def _keep_files(full, options, image, kind, log):
+    import tempfile
+    d = tempfile.mkdtemp(prefix="barecuda-nvrtc-")
+    with open(os.path.join(d, _PROGRAM), "w", encoding="utf-8") as f:
+        f.write(full)
+    with open(os.path.join(d, "options.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(options) + "\n")
+    with open(os.path.join(d, "kernel." + kind), "wb") as f:
+        f.write(image)
+    with open(os.path.join(d, "log.txt"), "w", encoding="utf-8") as f:
+        f.write(log)
+    print(f"*** compiler output in {d}")
+    return d
+
+
+def _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
+                  include_dirs, backend, name_expressions, target, device_cc):
+    """The memory layer in front of _build."""
+    use_memory = cache_dir_arg is not False and not keep
+    if use_memory:
+        try:
+            mkey = (source, nvcc, _seq(options, "options"), bool(no_extern_c), arch, code,
+                    _seq(include_dirs, "include_dirs"), backend,
+                    _seq(name_expressions, "name_expressions"), target, device_cc)
+            hash(mkey)
+        except TypeError:
+            mkey = None
+        if mkey is not None:
+            hit = _memory.get(mkey)
+            if hit is not None and (not hit.dirs or _header_stamp(hit.dirs) == hit.stamp):
+                stats["memory_hits"] += 1
+                return hit
+    compiled = _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
+                      include_dirs, backend, name_expressions, target, device_cc)
+    if use_memory and mkey is not None:
+        with _lock:
+            _memory[mkey] = compiled
+    return compiled
+
+
+def clear_memory_cache():
+    """Forget the images and modules kept for this process (the disk cache stays)."""
+    with _lock:
+        _memory.clear()
+        _loaded.clear()
+        _header_memo.clear()
+
+
+def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
+            code=None, cache_dir=None, include_dirs=[], target="cubin", name_expressions=None,
+            backend="nvrtc"):
+    """Compile CUDA C `source` and return the image (bytes): a CUBIN for
+    ``target="cubin"``, PTX text for ``"ptx"``, a fatbin for ``"fatbin"``
+    (``backend="nvcc"`` only).
+
+    Needs no GPU when `arch` is given ("sm_90", "compute_90").  Without `arch`
+    the current context's device is targeted, or with no usable GPU the newest
+    architecture NVRTC supports.  For a device NVRTC does not know, PTX for the
+    newest architecture it knows is returned (even for ``target="cubin"``)."""
+    cc = None if (arch is not None or code is not None) else _default_cc()
+    return _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir,
+                         include_dirs, backend, name_expressions, target, cc).image
+
+
+class _Loaded:
+    """A Module loaded from a _Compiled in one context, shared by SourceModules."""
+    __slots__ = ("module", "context", "compiled", "__weakref__")
+
+    def __init__(self, module, context, compiled):
+        self.module = module
+        self.context = context
+        self.compiled = compiled
+
+
+def _load(image, kind):
+    if kind == "ptx":
+        image = image + b"\0"
+    return _drv.module_from_buffer(image)
+
+
+class SourceModule:
+    """CUDA C compiled and loaded into the current context (PyCUDA's SourceModule).
+
+    Attributes: ``module`` (the driver Module), ``cubin`` / ``ptx`` (the image,
+    None for the kind not produced), ``arch`` (what it was compiled for),
+    ``log`` (compiler warnings), ``lowered_names`` ({name expression: mangled
+    name}), ``keep_dir`` (with ``keep=True``).
+    """
+
+    def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False,
+                 arch=None, code=None, cache_dir=None, include_dirs=[], backend="nvrtc",
+                 name_expressions=None):
+        ctx = _drv.Context.get_current()
+        if ctx is None:
+            _drv.Context.get_device()       # activates the primary context
+            ctx = _drv.Context.get_current()
+        cc = None
+        if arch is None and code is None:
+            cc = _device_cc.get(ctx.device.handle)
+            if cc is None:
+                cc = _current_device_cc()
+        compiled = _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code,
+                                 cache_dir, include_dirs, backend, name_expressions, "cubin", cc)
+        lkey = (ctx.handle, id(compiled))
+        loaded = _loaded.get(lkey) if cache_dir is not False else None
+        if loaded is None or loaded.context is not ctx or loaded.compiled is not compiled \
+                or ctx.released:
+            module = _load(compiled.image, compiled.kind)
+            loaded = _Loaded(module, ctx, compiled)
+            if cache_dir is not False:
+                _loaded[lkey] = loaded
+        self._loaded = loaded
+        self.module = loaded.module
+        self.cubin = compiled.image if compiled.kind == "cubin" else None
+        self.ptx = compiled.image if compiled.kind == "ptx" else None
+        self.fatbin = compiled.image if compiled.kind == "fatbin" else None
+        self.arch = compiled.arch
+        self.log = compiled.log
+        self.lowered_names = dict(compiled.names)
+        self.keep_dir = compiled.keep_dir
+        self.cache_path = compiled.cache_path
+
+    def _lowered(self, name):
+        return self.lowered_names.get(name, name)
+
+    def get_function(self, name):
+        """The kernel `name` (a name expression given to SourceModule, or a plain
+        extern "C" name)."""
+        return self.module.get_function(self._lowered(name))
+
+    def get_global(self, name):
+        """(device pointer, size in bytes) of the __device__/__constant__ variable `name`."""
+        return self.module.get_global(self._lowered(name))
+
+    def __repr__(self):
+        kind = "cubin" if self.cubin is not None else "ptx" if self.ptx is not None else "fatbin"
+        return f"<barecuda.compiler.SourceModule {kind} for {self.arch}>"

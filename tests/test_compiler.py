@@ -1,0 +1,746 @@
+# SPDX-License-Identifier: MIT
+"""barecuda.compiler: NVRTC compilation (CPU), CompileError, options, the caches;
+SourceModule loading and running kernels (GPU)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from barecuda import _driver, compiler
+from barecuda import driver as drv
+
+SAXPY = r"""
+__global__ void saxpy(float *y, const float *x, float a, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+"""
+
+HELPERS = r"""
+#include <barecuda_helpers.cuh>
+__global__ void scale(float *y, const float *x, float a, long long n)
+{
+    BC_GRID_STRIDE_LOOP(i, n)
+        y[i] = a * x[i];
+}
+"""
+
+TEMPLATE = r"""
+template <typename T>
+__global__ void axpy(T a, const T *x, T *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+"""
+
+BAD = "__global__ void k(int *x)\n{\n  x[0] = y;\n}\n"
+
+ELF = b"\x7fELF"
+FATBIN = b"\x50\xed\x55\xba"
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory():
+    compiler.clear_memory_cache()
+    yield
+    compiler.clear_memory_cache()
+
+
+@pytest.fixture
+def cache(tmp_path):
+    return str(tmp_path / "cache")
+
+
+def counts():
+    return dict(compiler.stats)
+
+
+def delta(before):
+    return {k: compiler.stats[k] - before[k] for k in before}
+
+
+def cache_files(cache):
+    return sorted(os.listdir(cache)) if os.path.isdir(cache) else []
+
+
+# ------------------------------------------------------------------ NVRTC
+
+def test_supported_archs():
+    archs = _driver._nvrtc_supported_archs()
+    assert archs == sorted(archs) and all(isinstance(a, int) for a in archs)
+    assert 90 in archs
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80", "sm_75"])
+def test_compile_cubin(arch):
+    image = compiler.compile(SAXPY, arch=arch, cache_dir=False)
+    assert image.startswith(ELF)
+    assert b"saxpy" in image
+
+
+@pytest.mark.parametrize("arch", ["compute_90", "compute_80"])
+def test_compile_ptx(arch):
+    ptx = compiler.compile(SAXPY, arch=arch, cache_dir=False)
+    text = ptx.decode()
+    assert ".visible .entry saxpy(" in text
+    assert f".target sm_{arch[-2:]}" in text
+    assert not ptx.endswith(b"\0")
+
+
+def test_compile_ptx_target_from_sm_arch():
+    ptx = compiler.compile(SAXPY, arch="sm_90", target="ptx", cache_dir=False)
+    assert b".target sm_90" in ptx
+
+
+def test_compile_default_arch():
+    from conftest import gpu_probe
+    image = compiler.compile(SAXPY, cache_dir=False)
+    assert image.startswith(ELF) or b".entry saxpy" in image
+    if gpu_probe() is not None:  # no GPU: the newest architecture NVRTC knows
+        newest = compiler._supported_archs()[-1]
+        ptx = compiler.compile(SAXPY, target="ptx", cache_dir=False)
+        assert f".target sm_{newest}".encode() in ptx
+
+
+def test_package_headers_on_include_path():
+    assert os.path.isfile(os.path.join(compiler.INCLUDE_DIR, "barecuda_helpers.cuh"))
+    ptx = compiler.compile(HELPERS, arch="compute_90", cache_dir=False).decode()
+    assert ".visible .entry scale(" in ptx
+
+
+@pytest.mark.skipif(compiler._toolkit_include() is None, reason="no CUDA toolkit headers found")
+def test_toolkit_headers_on_include_path():
+    src = textwrap.dedent(r"""
+        #include <cuda_fp16.h>
+        extern "C" __global__ void h(__half *y, const __half *x)
+        {
+            y[threadIdx.x] = __hadd(x[threadIdx.x], x[threadIdx.x]);
+        }
+    """)
+    assert compiler.compile(src, arch="sm_90", no_extern_c=True, cache_dir=False).startswith(ELF)
+
+
+def test_nvrtc_compile_direct():
+    src = 'extern "C" __global__ void k(int *x) { x[0] = VALUE; }'
+    image, log, names = _driver._nvrtc_compile(
+        '#include "v.h"\n' + src, "direct.cu", ["--gpu-architecture=sm_90"],
+        [("v.h", "#define VALUE 42\n")], (), "cubin")
+    assert image.startswith(ELF) and isinstance(log, str) and names == {}
+    ptx, _, _ = _driver._nvrtc_compile(src, options=["-arch=compute_90", "-DVALUE=7"],
+                                       target="ptx")
+    assert b"7;" in ptx
+
+
+def test_nvrtc_compile_bad_arguments():
+    with pytest.raises(TypeError, match="source must be str or bytes"):
+        _driver._nvrtc_compile(123)
+    with pytest.raises(ValueError, match="NUL"):
+        _driver._nvrtc_compile("__global__ void k() {}\0")
+    with pytest.raises(TypeError, match="options must be a sequence of str, not a single"):
+        _driver._nvrtc_compile("", options="-arch=sm_90")
+    with pytest.raises(TypeError, match=r"options\[1\] must be str"):
+        _driver._nvrtc_compile("", options=["-arch=sm_90", 5])
+    with pytest.raises(TypeError, match=r"headers\[0\] must be a \(name, text\) tuple"):
+        _driver._nvrtc_compile("", headers=["a.h"])
+    with pytest.raises(ValueError, match="target must be 'cubin' or 'ptx'"):
+        _driver._nvrtc_compile("", target="sass")
+    with pytest.raises(drv.CompileError, match="virtual architecture"):
+        _driver._nvrtc_compile(SAXPY, options=["-arch=compute_90"], target="cubin")
+
+
+def test_name_expressions_lowered():
+    image, _, names = _driver._nvrtc_compile(
+        TEMPLATE, options=["-arch=compute_90"], name_expressions=["axpy<float>", "axpy<double>"],
+        target="ptx")
+    assert set(names) == {"axpy<float>", "axpy<double>"}
+    assert names["axpy<float>"] != names["axpy<double>"]
+    for lowered in names.values():
+        assert lowered.startswith("_Z4axpy")
+        assert f".entry {lowered}(".encode() in image
+    compiled = compiler._get_compiled(TEMPLATE, "nvcc", None, False, True, "sm_90", None, False,
+                                      [], "nvrtc", ["axpy<float>"], "cubin", None)
+    assert compiled.names == {"axpy<float>": names["axpy<float>"]}
+    assert compiled.names["axpy<float>"].encode() in compiled.image
+
+
+def test_name_expression_invalid():
+    with pytest.raises(drv.CompileError, match="nope") as info:
+        compiler.compile(TEMPLATE, arch="sm_90", no_extern_c=True, cache_dir=False,
+                         name_expressions=["nope<float>"])
+    assert "nope" in info.value.log
+
+
+# --------------------------------------------------------------- errors
+
+def test_compile_error_contents():
+    with pytest.raises(drv.CompileError) as info:
+        compiler.compile(BAD, arch="sm_90", cache_dir=False)
+    err = info.value
+    assert isinstance(err, drv.Error)
+    assert 'identifier "y" is undefined' in err.log
+    assert err.source == BAD
+    assert "--gpu-architecture=sm_90" in err.options
+    assert isinstance(err.options, tuple)
+    assert err.name == "NVRTC_ERROR_COMPILATION"
+    assert err.routine == "nvrtcCompileProgram"
+    assert err.stderr == err.log
+    msg = str(err)
+    assert "compiling for sm_90 failed" in msg
+    # numbered as the user wrote it, the extern "C" wrapper line taken off
+    assert "kernel.cu(3): error" in msg
+    assert " > 3 |   x[0] = y;" in msg
+    assert "   2 | {" in msg and "   4 | }" in msg
+
+
+def test_compile_error_line_numbers_without_wrapper():
+    src = 'extern "C" ' + BAD
+    with pytest.raises(drv.CompileError) as info:
+        compiler.compile(src, arch="sm_90", no_extern_c=True, cache_dir=False)
+    assert "kernel.cu(3): error" in info.value.log
+    assert " > 3 |   x[0] = y;" in str(info.value)
+
+
+def test_compile_error_many_lines_shows_context_only():
+    body = "\n".join(f"// line {i}" for i in range(1, 40))
+    src = body + "\n__global__ void k(int *x) { x[0] = undefined_thing; }\n" + body
+    with pytest.raises(drv.CompileError) as info:
+        compiler.compile(src, arch="sm_90", cache_dir=False)
+    msg = str(info.value)
+    assert " > 40 | __global__ void k" in msg
+    assert "38 | // line 38" in msg and "42 | // line 2" in msg
+    assert "| // line 10\n" not in msg
+
+
+def test_compile_error_extern_c_hint():
+    with pytest.raises(drv.CompileError, match="no_extern_c=True"):
+        compiler.compile(TEMPLATE + "template __global__ void axpy<float>(float, const float*, "
+                         "float*, int);", arch="sm_90", cache_dir=False)
+
+
+def test_compile_error_bad_option():
+    with pytest.raises(drv.CompileError, match="no-such-option") as info:
+        compiler.compile(SAXPY, arch="sm_90", options=["--no-such-option"], cache_dir=False)
+    assert info.value.name == "NVRTC_ERROR_INVALID_OPTION"
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="source must be str or bytes"):
+        compiler.compile(42, arch="sm_90")
+    with pytest.raises(TypeError, match="options must be a list of str"):
+        compiler.compile(SAXPY, arch="sm_90", options="-O3")
+    with pytest.raises(TypeError, match="options must be str"):
+        compiler.compile(SAXPY, arch="sm_90", options=[3])
+    with pytest.raises(ValueError, match="arch must look like"):
+        compiler.compile(SAXPY, arch="sm90")
+    with pytest.raises(TypeError, match="arch must be a str"):
+        compiler.compile(SAXPY, arch=90)
+    with pytest.raises(ValueError, match="target must be one of"):
+        compiler.compile(SAXPY, arch="sm_90", target="sass")
+    with pytest.raises(ValueError, match="backend must be"):
+        compiler.compile(SAXPY, arch="sm_90", backend="clang")
+    with pytest.raises(ValueError, match="fatbin.*nvcc"):
+        compiler.compile(SAXPY, arch="sm_90", target="fatbin")
+    with pytest.raises(ValueError, match="-gencode"):
+        compiler.compile(SAXPY, options=["-gencode", "arch=compute_90,code=sm_90"])
+    with pytest.raises(ValueError, match="needs a value"):
+        compiler.compile(SAXPY, arch="sm_90", options=["-I"])
+    with pytest.raises(ValueError, match="name_expressions needs backend='nvrtc'"):
+        compiler.compile(SAXPY, arch="sm_90", backend="nvcc", name_expressions=["f"])
+
+
+def test_bytes_source():
+    assert compiler.compile(SAXPY.encode(), arch="sm_90", cache_dir=False).startswith(ELF)
+
+
+# --------------------------------------------------------------- options
+
+def test_translate_options(tmp_path):
+    out, incs, arch, code = compiler._translate_options(
+        ["-I", "inc", "-Iother", "--include-path=third", "-DFOO=1", "-D", "BAR", "-UBAZ",
+         "-O3", "-O", "-lineinfo", "-G", "-use_fast_math", "-Xcompiler", "-fPIC", "-m64",
+         "-arch", "sm_80", "-code=sm_86", "-maxrregcount", "32", "-Xptxas", "-v",
+         "-std=c++17", "--expt-relaxed-constexpr", "-ftz=true", "-w", "-g"])
+    absp = [os.path.abspath(p) for p in ("inc", "other", "third")]
+    assert incs == absp
+    assert out == [f"--include-path={p}" for p in absp] + [
+        "-DFOO=1", "-DBAR", "-UBAZ", "--generate-line-info", "--device-debug",
+        "--use_fast_math", "--maxrregcount=32", "--ptxas-options=-v", "--std=c++17",
+        "-ftz=true", "--disable-warnings"]
+    assert (arch, code) == ("sm_80", "sm_86")
+
+
+def test_options_reach_nvrtc(tmp_path):
+    src = "#if VALUE != 7\n#error VALUE is not 7\n#endif\n" + SAXPY
+    opts = ["-DVALUE=7", "-O3", "-lineinfo", "-use_fast_math", "-Xcompiler", "-Wall"]
+    assert compiler.compile(src, arch="sm_90", options=opts, cache_dir=False).startswith(ELF)
+    with pytest.raises(drv.CompileError, match="VALUE is not 7"):
+        compiler.compile(src, arch="sm_90", options=["-D", "VALUE=8"], cache_dir=False)
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "my.cuh").write_text("#define MY_SCALE 3.0f\n")
+    src2 = '#include "my.cuh"\n__global__ void k(float *x) { x[0] *= MY_SCALE; }\n'
+    assert compiler.compile(src2, arch="sm_90", options=["-I", str(inc)], cache_dir=False)
+    assert compiler.compile(src2, arch="sm_90", include_dirs=[str(inc)], cache_dir=False)
+
+
+def test_arch_in_options():
+    ptx = compiler.compile(SAXPY, options=["-arch", "sm_80"], target="ptx", cache_dir=False)
+    assert b".target sm_80" in ptx
+    image = compiler.compile(SAXPY, options=["-arch=compute_86"], cache_dir=False)
+    assert b".target sm_86" in image
+
+
+def test_choose_target():
+    archs = compiler._supported_archs()
+    newest = archs[-1]
+    assert compiler._choose_target(None, None, "cubin", 90, "nvrtc") == ("sm_90", "cubin")
+    # a device NVRTC does not know: PTX for the newest architecture it knows below it
+    assert compiler._choose_target(None, None, "cubin", newest + 500, "nvrtc") == (
+        f"compute_{newest}", "ptx")
+    assert compiler._choose_target(None, None, "ptx", 90, "nvrtc") == ("compute_90", "ptx")
+    with pytest.raises(drv.CompileError, match="cannot compile for sm_10"):
+        compiler._choose_target(None, None, "cubin", 10, "nvrtc")
+    assert compiler._choose_target("compute_90", "sm_90", "cubin", None, "nvrtc") == (
+        "sm_90", "cubin")
+    assert compiler._choose_target("sm_90a", None, "cubin", None, "nvrtc") == ("sm_90a", "cubin")
+
+
+# ------------------------------------------------------------------ cache
+
+def test_cache_dir_resolution(monkeypatch, tmp_path):
+    monkeypatch.delenv("BARECUDA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compiler.get_cache_dir() == str(tmp_path / "xdg" / "barecuda")
+    monkeypatch.setenv("BARECUDA_CACHE_DIR", str(tmp_path / "env"))
+    assert compiler.get_cache_dir() == str(tmp_path / "env")
+    assert compiler.get_cache_dir(tmp_path / "arg") == str(tmp_path / "arg")
+    assert compiler.get_cache_dir(False) is None
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.delenv("BARECUDA_CACHE_DIR")
+    assert compiler.get_cache_dir() == os.path.join(os.path.expanduser("~"), ".cache", "barecuda")
+
+
+def test_env_cache_dir_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("BARECUDA_CACHE_DIR", str(tmp_path / "env"))
+    compiler.compile(SAXPY, arch="sm_90")
+    assert len(cache_files(str(tmp_path / "env"))) == 1
+
+
+def test_cache_hits_and_misses(cache):
+    before = counts()
+    a = compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+    assert delta(before)["nvrtc"] == 1
+    assert len(cache_files(cache)) == 1
+    b = compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+    assert a == b
+    assert delta(before) == dict(delta(before), nvrtc=1, memory_hits=1, disk_hits=0)
+    compiler.clear_memory_cache()
+    c = compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+    assert c == a
+    d = delta(before)
+    assert (d["nvrtc"], d["disk_hits"]) == (1, 1)
+    # anything that changes the program is a miss
+    compiler.compile(SAXPY, arch="sm_80", cache_dir=cache)
+    compiler.compile(SAXPY, arch="sm_90", options=["-DX=1"], cache_dir=cache)
+    compiler.compile(SAXPY + "\n", arch="sm_90", cache_dir=cache)
+    compiler.compile(SAXPY, arch="sm_90", no_extern_c=True, cache_dir=cache)
+    compiler.compile(SAXPY, arch="sm_90", target="ptx", cache_dir=cache)
+    assert delta(before)["nvrtc"] == 6
+    assert len(cache_files(cache)) == 6
+
+
+def test_cache_disabled(cache):
+    before = counts()
+    compiler.compile(SAXPY, arch="sm_90", cache_dir=False)
+    compiler.compile(SAXPY, arch="sm_90", cache_dir=False)
+    d = delta(before)
+    assert (d["nvrtc"], d["memory_hits"], d["disk_hits"]) == (2, 0, 0)
+    assert not os.path.exists(cache)
+
+
+def test_memory_hit_is_fast(cache):
+    compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+    n = 2000
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(n):
+            compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+        best = min(best, (time.perf_counter() - t) / n)
+    assert best < 20e-6, f"a repeat took {best * 1e6:.1f} us"
+
+
+def test_header_change_recompiles(tmp_path, cache):
+    inc = tmp_path / "inc"
+    (inc / "sub").mkdir(parents=True)
+    header = inc / "sub" / "value.cuh"
+    header.write_text("#define VALUE 11\n")
+    (inc / "notes.txt").write_text("not a header")
+    src = '#include "sub/value.cuh"\n__global__ void k(int *x) { x[0] = VALUE; }\n'
+    for how in ("include_dirs", "option"):
+        compiler.clear_memory_cache()
+        kw = (dict(include_dirs=[str(inc)]) if how == "include_dirs"
+              else dict(options=["-I" + str(inc)]))
+        kw["cache_dir"] = os.path.join(cache, how)
+        header.write_text("#define VALUE 11\n")
+        before = counts()
+        p1 = compiler.compile(src, arch="compute_90", **kw)
+        assert b"11;" in p1
+        compiler.compile(src, arch="compute_90", **kw)
+        header.write_text("#define VALUE 2222\n")
+        p2 = compiler.compile(src, arch="compute_90", **kw)  # memory layer
+        assert b"2222;" in p2
+        compiler.clear_memory_cache()
+        header.write_text("#define VALUE 11\n")
+        p3 = compiler.compile(src, arch="compute_90", **kw)  # disk layer
+        assert p3 == p1
+        # a file that is not a header does not matter
+        (inc / "notes.txt").write_text("changed")
+        compiler.compile(src, arch="compute_90", **kw)
+        d = delta(before)
+        assert d["nvrtc"] == 2, d
+        # a new header in the directory is part of the key too
+        (inc / "extra.h").write_text("// new\n")
+        compiler.compile(src, arch="compute_90", **kw)
+        assert delta(before)["nvrtc"] == 3
+        (inc / "extra.h").unlink()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garble", "empty", "junk", "wrong-key"])
+def test_corrupt_entry_recompiled(cache, damage):
+    good = compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+    (name,) = cache_files(cache)
+    path = os.path.join(cache, name)
+    with open(path, "rb") as f:
+        data = f.read()
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "garble":
+        data = bytearray(data)
+        data[len(data) - 100] ^= 0xFF
+        data = bytes(data)
+    elif damage == "empty":
+        data = b""
+    elif damage == "junk":
+        data = os.urandom(len(data))
+    else:
+        other = compiler._ENTRY_HEAD.size
+        data = data[:8] + bytes(32) + data[40:other] + data[other:]
+    with open(path, "wb") as f:
+        f.write(data)
+    compiler.clear_memory_cache()
+    before = counts()
+    again = compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+    d = delta(before)
+    assert again == good
+    assert (d["nvrtc"], d["disk_hits"], d["disk_rejected"]) == (1, 0, 1)
+    # rewritten: the next fresh look-up is a hit
+    compiler.clear_memory_cache()
+    before = counts()
+    assert compiler.compile(SAXPY, arch="sm_90", cache_dir=cache) == good
+    assert delta(before)["disk_hits"] == 1
+
+
+def test_unwritable_cache_still_compiles(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory would go")
+    before = counts()
+    assert compiler.compile(SAXPY, arch="sm_90", cache_dir=str(blocker / "cache")).startswith(ELF)
+    assert delta(before)["nvrtc"] == 1
+
+
+_CHILD = r"""
+import hashlib, sys, time
+from barecuda import _driver, compiler
+src, cache, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+while time.time() < start:
+    time.sleep(0.001)
+image = compiler.compile(src, arch="sm_90", cache_dir=cache)
+print(hashlib.sha256(image).hexdigest(), compiler.stats["nvrtc"], compiler.stats["disk_hits"])
+"""
+
+
+def test_concurrent_processes_same_source(cache):
+    src = SAXPY + f"\n// concurrent {os.getpid()} {time.time_ns()}\n"
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, src, cache, repr(start)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    digests = {out.split()[0] for out, _ in outs}
+    assert len(digests) == 1
+    assert cache_files(cache) == [n for n in cache_files(cache) if n.endswith(".bin")]
+    assert len(cache_files(cache)) == 1
+    image = compiler.compile(src, arch="sm_90", cache_dir=cache)
+    import hashlib
+    assert hashlib.sha256(image).hexdigest() in digests
+
+
+_HIT_CHILD = r"""
+import sys, time
+from barecuda import _driver, compiler
+t = time.perf_counter()
+compiler.compile(sys.argv[1], arch="sm_90", cache_dir=sys.argv[2])
+dt = time.perf_counter() - t
+print(compiler.stats["disk_hits"], compiler.stats["nvrtc"],
+      _driver.loader_info()["libnvrtc"] is None, dt)
+"""
+
+
+def test_disk_hit_in_fresh_process_needs_no_nvrtc(cache):
+    compiler.compile(SAXPY, arch="sm_90", cache_dir=cache)
+    out = subprocess.run([sys.executable, "-c", _HIT_CHILD, SAXPY, cache], capture_output=True,
+                         text=True, check=True).stdout.split()
+    hits, compiles, unloaded, dt = out
+    assert (hits, compiles) == ("1", "0")
+    assert unloaded == "True"        # the hit did not have to load NVRTC
+    assert float(dt) < 0.05
+
+
+def test_threads_compile_in_parallel():
+    # a program that keeps NVRTC busy for a while
+    body = "\n".join(f"__global__ void k{i}(float *x) {{ for (int j = 0; j < 64; j++) "
+                     f"x[j] = sinf(x[j]) * {i}.0f + cosf(x[j + 1]); }}" for i in range(25))
+
+    def one():
+        _driver._nvrtc_compile(body, options=["-arch=sm_90"], target="cubin")
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: threads cannot overlap")
+    one()
+    for attempt in range(3):
+        t = time.perf_counter()
+        one()
+        one()
+        serial = time.perf_counter() - t
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        t = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        parallel = time.perf_counter() - t
+        if parallel < 0.8 * serial:
+            break
+    assert parallel < 0.8 * serial, f"2 threads {parallel:.3f}s vs one after the other {serial:.3f}s"
+
+
+def test_keep(capsys):
+    compiler.compile(SAXPY, arch="sm_90", keep=True)
+    out = capsys.readouterr().out
+    assert "*** compiler output in " in out
+    d = out.split("*** compiler output in ")[1].split()[0]
+    try:
+        assert sorted(os.listdir(d)) == ["kernel.cu", "kernel.cubin", "log.txt", "options.txt"]
+        with open(os.path.join(d, "kernel.cu")) as f:
+            assert 'extern "C" {' in f.read()
+    finally:
+        shutil.rmtree(d)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_nvcc_backend_compile(cache):
+    image = compiler.compile(SAXPY, nvcc=NVCC, arch="sm_90", backend="nvcc", cache_dir=cache)
+    assert image.startswith(ELF)
+    fat = compiler.compile(SAXPY, nvcc=NVCC, arch="sm_90", backend="nvcc", target="fatbin",
+                           cache_dir=False)
+    assert fat.startswith(FATBIN)
+    before = counts()
+    compiler.clear_memory_cache()
+    assert compiler.compile(SAXPY, nvcc=NVCC, arch="sm_90", backend="nvcc",
+                            cache_dir=cache) == image
+    assert delta(before)["disk_hits"] == 1 and delta(before)["nvcc"] == 0
+    with pytest.raises(drv.CompileError) as info:
+        compiler.compile(BAD, nvcc=NVCC, arch="sm_90", backend="nvcc", cache_dir=False)
+    assert 'identifier "y" is undefined' in info.value.log
+    assert " > 3 |   x[0] = y;" in str(info.value)
+
+
+def test_nvcc_missing():
+    with pytest.raises(drv.CompileError, match="nvcc was not found"):
+        compiler.compile(SAXPY, nvcc="no-such-nvcc-here", arch="sm_90", backend="nvcc")
+
+
+# ----------------------------------------------------------------- GPU
+
+def _to_gpu(a):
+    g = drv.mem_alloc(a.nbytes)
+    drv.memcpy_htod(g, a)
+    return g
+
+
+def _from_gpu(g, like):
+    out = np.empty_like(like)
+    drv.memcpy_dtoh(out, g)
+    return out
+
+
+@pytest.mark.gpu
+def test_source_module_runs(ctx, rng, cache):
+    mod = compiler.SourceModule(SAXPY, cache_dir=cache)
+    major, minor = ctx.get_device().compute_capability()
+    assert mod.arch in (f"sm_{major}{minor}",) or mod.arch.startswith("compute_")
+    assert (mod.cubin is None) != (mod.ptx is None)
+    n = 10_000
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    gx, gy = _to_gpu(x), _to_gpu(y)
+    mod.get_function("saxpy")(gy, gx, np.float32(2.5), np.int32(n),
+                              block=(128, 1, 1), grid=((n + 127) // 128, 1))
+    np.testing.assert_allclose(_from_gpu(gy, y), 2.5 * x + y, rtol=1e-6)
+    with pytest.raises(drv.LogicError, match="nope"):
+        mod.get_function("nope")
+
+
+@pytest.mark.gpu
+def test_source_module_helpers_grid_stride(ctx, rng):
+    mod = compiler.SourceModule(HELPERS, cache_dir=False)
+    n = 100_003
+    x = rng.standard_normal(n).astype(np.float32)
+    gx, gy = _to_gpu(x), drv.mem_alloc(x.nbytes)
+    mod.get_function("scale")(gy, gx, np.float32(-3.0), np.int64(n), block=(64, 1, 1),
+                              grid=(7, 1))
+    np.testing.assert_allclose(_from_gpu(gy, x), -3.0 * x, rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,expr", [(np.float32, "axpy<float>"), (np.float64, "axpy<double>")])
+def test_source_module_templates(ctx, rng, dtype, expr):
+    mod = compiler.SourceModule(TEMPLATE, no_extern_c=True, cache_dir=False,
+                                name_expressions=["axpy<float>", "axpy<double>"])
+    assert set(mod.lowered_names) == {"axpy<float>", "axpy<double>"}
+    n = 1000
+    x = rng.standard_normal(n).astype(dtype)
+    y = rng.standard_normal(n).astype(dtype)
+    gx, gy = _to_gpu(x), _to_gpu(y)
+    mod.get_function(expr)(dtype(0.5), gx, gy, np.int32(n), block=(256, 1, 1),
+                           grid=((n + 255) // 256, 1))
+    np.testing.assert_allclose(_from_gpu(gy, y), 0.5 * x + y, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_source_module_get_global(ctx, rng):
+    src = r"""
+    __constant__ float coeffs[4];
+    __device__ int counter;
+    __global__ void poly(float *y, const float *x, int n)
+    {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            float v = x[i];
+            y[i] = coeffs[0] + v * (coeffs[1] + v * (coeffs[2] + v * coeffs[3]));
+            atomicAdd(&counter, 1);
+        }
+    }
+    """
+    mod = compiler.SourceModule(src, cache_dir=False)
+    ptr, size = mod.get_global("coeffs")
+    assert size == 16
+    c = rng.standard_normal(4).astype(np.float32)
+    drv.memcpy_htod(ptr, c)
+    cptr, csize = mod.get_global("counter")
+    assert csize == 4
+    drv.memcpy_htod(cptr, np.zeros(1, np.int32))
+    n = 4096
+    x = rng.standard_normal(n).astype(np.float32)
+    gx, gy = _to_gpu(x), drv.mem_alloc(x.nbytes)
+    mod.get_function("poly")(gy, gx, np.int32(n), block=(256, 1, 1), grid=(n // 256, 1))
+    expected = c[0] + x * (c[1] + x * (c[2] + x * c[3]))
+    np.testing.assert_allclose(_from_gpu(gy, x), expected, rtol=1e-5, atol=1e-5)
+    got = np.zeros(1, np.int32)
+    drv.memcpy_dtoh(got, cptr)
+    assert got[0] == n
+    with pytest.raises(drv.LogicError, match="missing_var"):
+        mod.get_global("missing_var")
+
+
+def _run_saxpy(mod, rng, name="saxpy"):
+    n = 2048
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    gx, gy = _to_gpu(x), _to_gpu(y)
+    mod.get_function(name)(gy, gx, np.float32(1.5), np.int32(n), block=(256, 1, 1),
+                           grid=(n // 256, 1))
+    np.testing.assert_allclose(_from_gpu(gy, y), 1.5 * x + y, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_source_module_ptx(ctx, rng):
+    major, minor = ctx.get_device().compute_capability()
+    mod = compiler.SourceModule(SAXPY, arch=f"compute_{major}{minor}", cache_dir=False)
+    assert mod.cubin is None and mod.ptx is not None and b".entry saxpy" in mod.ptx
+    _run_saxpy(mod, rng)
+
+
+@pytest.mark.gpu
+def test_source_module_ptx_fallback(ctx, rng, monkeypatch):
+    major, minor = ctx.get_device().compute_capability()
+    cc = 10 * major + minor
+    older = tuple(a for a in compiler._supported_archs() if a < cc)
+    if not older:
+        pytest.skip("NVRTC knows no architecture older than this device")
+    # pretend NVRTC does not know this device: PTX for the newest older one
+    monkeypatch.setitem(compiler._once, "archs", older)
+    mod = compiler.SourceModule(SAXPY, cache_dir=False)
+    assert mod.cubin is None and mod.arch == f"compute_{older[-1]}"
+    _run_saxpy(mod, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_source_module_nvcc(ctx, rng, cache):
+    mod = compiler.SourceModule(SAXPY, nvcc=NVCC, backend="nvcc", cache_dir=cache)
+    assert mod.cubin is not None and mod.cubin.startswith(ELF)
+    _run_saxpy(mod, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_fatbin_from_nvcc_loads(ctx, rng):
+    major, minor = ctx.get_device().compute_capability()
+    fat = compiler.compile(SAXPY, nvcc=NVCC, backend="nvcc", target="fatbin",
+                           arch=f"sm_{major}{minor}", cache_dir=False)
+    assert fat.startswith(FATBIN)
+    mod = drv.module_from_buffer(fat)
+    _run_saxpy(mod, rng)
+
+
+@pytest.mark.gpu
+def test_source_module_repeat_shares_module(ctx, cache):
+    a = compiler.SourceModule(SAXPY, cache_dir=cache)
+    before = counts()
+    b = compiler.SourceModule(SAXPY, cache_dir=cache)
+    assert b.module is a.module
+    assert delta(before)["memory_hits"] == 1 and delta(before)["nvrtc"] == 0
+    n = 2000
+    t = time.perf_counter()
+    for _ in range(n):
+        compiler.SourceModule(SAXPY, cache_dir=cache)
+    per = (time.perf_counter() - t) / n
+    assert per < 20e-6, f"a repeated SourceModule took {per * 1e6:.1f} us"
+    # the module is kept only while a SourceModule uses it
+    import gc
+    del a, b
+    gc.collect()
+    assert len(compiler._loaded) == 0
+
+
+@pytest.mark.gpu
+def test_source_module_compile_error(ctx):
+    with pytest.raises(drv.CompileError, match=r" > 3 \|   x\[0\] = y;"):
+        compiler.SourceModule(BAD, cache_dir=False)

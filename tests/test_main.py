@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: MIT
+"""`python -m barecuda`: the report and the self-test, in a subprocess."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import gpu_probe
+
+
+def run_main(tmp_path, **env):
+    e = dict(os.environ, BARECUDA_CACHE_DIR=str(tmp_path / "cache"), **env)
+    return subprocess.run([sys.executable, "-m", "barecuda"], capture_output=True, text=True,
+                          env=e, cwd=str(tmp_path), timeout=300)
+
+
+def test_main_reports_nvrtc_and_cache(tmp_path):
+    proc = run_main(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert out.startswith("barecuda self-test\n")
+    assert "NVRTC " in out and "libnvrtc" in out
+    assert f"kernel cache: {tmp_path / 'cache'}" in out
+    if gpu_probe() is None:
+        assert "matches NumPy: OK" in out
+        assert "compiled the self-test kernel for " in out
+    else:
+        assert "no GPU: " in out
+        assert "compiled the self-test kernel for sm_" in out and "but cannot run it" in out
+    # the compiled kernel went to the cache
+    assert len(os.listdir(tmp_path / "cache")) == 1
+
+
+@pytest.mark.skipif(gpu_probe() is None, reason="checks the no-GPU path")
+def test_main_without_gpu_is_clear(tmp_path):
+    proc = run_main(tmp_path)
+    assert proc.returncode == 0
+    assert "no GPU: " in proc.stdout
+    assert "FAILED" not in proc.stdout
+
+
+def test_main_fails_without_nvrtc(tmp_path):
+    proc = run_main(tmp_path, BARECUDA_NVRTC=str(tmp_path / "no-such-libnvrtc.so"))
+    assert proc.returncode == 1
+    assert "FAILED: NVRTC could not be loaded" in proc.stdout
+    assert "BARECUDA_NVRTC" in proc.stdout
