@@ -71,3 +71,6 @@ def get_version():
     """(major, minor, 0): the CUDA version of the headers barecuda was built with."""
     v = _driver.CUDA_VERSION
     return (v // 1000, v % 1000 // 10, 0)
+
+
+from barecuda._arrays import dtype_to_array_format, np_to_array, matrix_to_array, gpuarray_to_array, make_multichannel_2d_array  # noqa: E402,F401
