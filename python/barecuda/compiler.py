@@ -747,8 +747,7 @@ class _Loaded:
 
 
 def _load(image, kind):
-    if kind == "ptx":
-        image = image + b"\0"
+    # module_from_buffer NUL-terminates PTX text itself
     return _drv.module_from_buffer(image)
 
 
