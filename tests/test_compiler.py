@@ -620,6 +620,14 @@ def test_nvcc_missing():
         compiler.compile(SAXPY, nvcc="no-such-nvcc-here", arch="sm_90", backend="nvcc")
 
 
+def test_source_module_without_gpu_says_so():
+    from conftest import gpu_probe
+    if gpu_probe() is None:
+        pytest.skip("a GPU is present")
+    with pytest.raises(drv.Error, match="driver|device"):
+        compiler.SourceModule(SAXPY, cache_dir=False)
+
+
 # ----------------------------------------------------------------- GPU
 
 def _to_gpu(a):
