@@ -357,7 +357,7 @@ texture_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {"resource", OPTION_KEYWORDS, NULL};
     PyObject *resource;
     tex_options o = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O" OPTION_FORMAT ":TextureObject", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|" OPTION_FORMAT ":TextureObject", kwlist,
                                      &resource, OPTION_POINTERS(o)))
         return NULL;
     if (Py_TYPE(resource) != (PyTypeObject *)st->ArrayType) {
@@ -397,7 +397,9 @@ memory_args(bc_State *st, PyObject *mem, PyObject *fmt, PyObject *nc, const char
 }
 
 PyDoc_STRVAR(from_linear_doc,
-"from_linear(ptr, nbytes, format, num_channels=1, *, read_mode='element', ...)\n--\n\n"
+"from_linear(ptr, nbytes, format, num_channels=1, *, address_mode='clamp', filter_mode='point', "
+"normalized_coords=False, read_mode='element', border_color=(0, 0, 0, 0), srgb=False, "
+"max_anisotropy=0, flags=0)\n--\n\n"
 "A TextureObject over `nbytes` of linear device memory at `ptr` (a\n"
 "DeviceAllocation, GPUArray-like object or int pointer), read in kernels with\n"
 "tex1Dfetch<T>(t, i).  Point sampling and integer indices only.  The object `ptr`\n"
@@ -453,8 +455,9 @@ texture_from_linear(PyObject *cls, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(from_pitch2d_doc,
-"from_pitch2d(ptr, width, height, pitch, format, num_channels=1, *, address_mode='clamp', "
-"filter_mode='point', ...)\n--\n\n"
+"from_pitch2d(ptr, width, height, pitch, format, num_channels=1, *, address_mode='clamp', filter_mode='point', "
+"normalized_coords=False, read_mode='element', border_color=(0, 0, 0, 0), srgb=False, "
+"max_anisotropy=0, flags=0)\n--\n\n"
 "A TextureObject over a 2D image in device memory: `height` rows of `width`\n"
 "elements, `pitch` bytes apart (a multiple of the device's\n"
 "TEXTURE_PITCH_ALIGNMENT), read with tex2D<T>(t, x, y).  Options as for\n"
