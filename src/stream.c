@@ -7,6 +7,7 @@
  * `keep` list until the stream is known to be idle. */
 #include "barecuda/stream.h"
 #include "barecuda/error.h"
+#include "barecuda/argparse.h"
 #include "barecuda/loader.h"
 
 bc_Stream *
@@ -226,7 +227,270 @@ stream_get_handle(bc_Stream *self, void *Py_UNUSED(closure))
     return PyLong_FromVoidPtr((void *)self->handle);
 }
 
+PyDoc_STRVAR(wait_for_event_doc,
+"wait_for_event(event)\n--\n\n"
+"Make later work on this stream wait until `event` (recorded on any stream) is done.");
+
+static PyObject *
+stream_wait_for_event(bc_Stream *self, PyObject *evt)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (Py_TYPE(evt) != (PyTypeObject *)st->EventType) {
+        PyErr_Format(PyExc_TypeError, "wait_for_event(): expected an Event, not %.100s",
+                     Py_TYPE(evt)->tp_name);
+        return NULL;
+    }
+    bc_Event *e = (bc_Event *)evt;
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    if (e->handle == NULL)
+        return bc_error_logic(st, "wait_for_event(): the Event was closed"), NULL;
+    if (bc_context_check_alive(st, e->ctx, "the Event") < 0)
+        return NULL;
+    if (bc_check(st, bc_drv.cuStreamWaitEvent(self->handle, e->handle, 0), "cuStreamWaitEvent") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Runs on the driver's callback thread.  Never touches Python during shutdown
+ * (the callable is leaked then rather than risk a crash). */
+static void CUDA_CB
+host_callback(void *data)
+{
+    PyObject *fn = (PyObject *)data;
+    if (bc_is_finalizing())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *res = PyObject_CallNoArgs(fn);
+    if (res == NULL)
+        PyErr_WriteUnraisable(fn);
+    Py_XDECREF(res);
+    Py_DECREF(fn);
+    PyGILState_Release(g);
+}
+
+PyDoc_STRVAR(add_callback_doc,
+"add_callback(fn)\n--\n\n"
+"Call fn() (with the GIL, on the driver's callback thread) once all work queued\n"
+"so far on this stream is done; later work waits for it (cuLaunchHostFunc).\n"
+"fn must not make CUDA calls (the driver forbids it in host functions) and must\n"
+"not wait for this stream.  Exceptions are reported as unraisable.");
+
+static PyObject *
+stream_add_callback(bc_Stream *self, PyObject *fn)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "add_callback(): fn must be callable, not %.100s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    Py_INCREF(fn);
+    CUresult rc = bc_drv.cuLaunchHostFunc(self->handle, host_callback, fn);
+    if (rc != CUDA_SUCCESS) {
+        Py_DECREF(fn);
+        bc_error_raise(st, rc, "cuLaunchHostFunc");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(begin_capture_doc,
+"begin_capture(mode=stream_capture_mode.GLOBAL)\n--\n\n"
+"Start recording the work queued on this stream into a graph instead of running it.");
+
+static PyObject *
+stream_begin_capture(bc_Stream *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    static char *kwlist[] = {"mode", NULL};
+    PyObject *mode_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:begin_capture", kwlist, &mode_obj))
+        return NULL;
+    long long mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (mode_obj && bc_arg_long(mode_obj, "begin_capture(): mode", 0,
+                                CU_STREAM_CAPTURE_MODE_RELAXED, &mode) < 0)
+        return NULL;
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    if (self->handle == NULL)
+        return bc_error_logic(st, "begin_capture(): the legacy default stream cannot be "
+                                  "captured; use a Stream()"), NULL;
+    if (bc_check(st, bc_drv.cuStreamBeginCapture(self->handle, (CUstreamCaptureMode)mode),
+                 "cuStreamBeginCapture") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(end_capture_doc,
+"end_capture()\n--\n\nStop capturing and return the recorded work as a Graph.");
+
+static PyObject *
+stream_end_capture(bc_Stream *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    CUgraph g = NULL;
+    if (bc_check(st, bc_drv.cuStreamEndCapture(self->handle, &g), "cuStreamEndCapture") < 0)
+        return NULL;
+    bc_Context *ctx = self->ctx ? (bc_Context *)Py_NewRef(self->ctx) : bc_context_current(st);
+    if (ctx == NULL) {
+        bc_drv.cuGraphDestroy(g);
+        return NULL;
+    }
+    PyObject *out = bc_graph_wrap(st, g, ctx);
+    Py_DECREF(ctx);
+    return out;
+}
+
+PyDoc_STRVAR(is_capturing_doc,
+"is_capturing()\n--\n\nTrue while begin_capture() is recording this stream.");
+
+static PyObject *
+stream_is_capturing(bc_Stream *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    CUstreamCaptureStatus status;
+    if (bc_check(st, bc_drv.cuStreamIsCapturing(self->handle, &status), "cuStreamIsCapturing") < 0)
+        return NULL;
+    return PyBool_FromLong(status == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+}
+
+static PyObject *
+stream_cuda_stream(bc_Stream *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    return Py_BuildValue("(iN)", 0, PyLong_FromVoidPtr((void *)self->handle));
+}
+
+PyDoc_STRVAR(from_handle_doc,
+"from_handle(handle, owner=None)\n--\n\n"
+"A Stream for a CUstream made elsewhere (an int).  It is never destroyed here;\n"
+"`owner` is kept alive as long as the Stream is.");
+
+static PyObject *
+stream_from_handle(PyObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = PyType_GetModuleState((PyTypeObject *)type);
+    static char *kwlist[] = {"handle", "owner", NULL};
+    PyObject *h, *owner = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:from_handle", kwlist, &h, &owner))
+        return NULL;
+    if (!PyLong_Check(h) || PyBool_Check(h)) {
+        PyErr_Format(PyExc_TypeError, "from_handle(): handle must be an int, not %.100s",
+                     Py_TYPE(h)->tp_name);
+        return NULL;
+    }
+    void *p = PyLong_AsVoidPtr(h);
+    if (p == NULL && PyErr_Occurred())
+        return NULL;
+    BC_REQUIRE_DRIVER(st, NULL);
+    bc_Context *ctx = NULL;
+    CUcontext c = NULL;
+    if (bc_drv.cuStreamGetCtx((CUstream)p, &c) == CUDA_SUCCESS && c != NULL) {
+        ctx = bc_context_wrap(st, c);
+        if (ctx == NULL)
+            return NULL;
+    }
+    bc_Stream *self = PyObject_GC_New(bc_Stream, (PyTypeObject *)type);
+    if (self == NULL) {
+        Py_XDECREF(ctx);
+        return NULL;
+    }
+    self->handle = (CUstream)p;
+    self->ctx = ctx;
+    self->owner = owner && owner != Py_None ? Py_NewRef(owner) : NULL;
+    self->keep = NULL;
+    self->owned = 0;
+    self->weakreflist = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static PyObject *
+stream_get_priority(bc_Stream *self, void *Py_UNUSED(closure))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    int prio = 0;
+    if (bc_check(st, bc_drv.cuStreamGetPriority(self->handle, &prio), "cuStreamGetPriority") < 0)
+        return NULL;
+    return PyLong_FromLong(prio);
+}
+
+static PyObject *
+stream_get_flags(bc_Stream *self, void *Py_UNUSED(closure))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (stream_usable(st, self) < 0)
+        return NULL;
+    unsigned int flags = 0;
+    if (bc_check(st, bc_drv.cuStreamGetFlags(self->handle, &flags), "cuStreamGetFlags") < 0)
+        return NULL;
+    return PyLong_FromUnsignedLong(flags);
+}
+
+static PyObject *
+stream_get_context(bc_Stream *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->ctx ? (PyObject *)self->ctx : Py_None);
+}
+
+static Py_hash_t
+stream_hash(bc_Stream *self)
+{
+    uintptr_t v = (uintptr_t)self->handle;
+    Py_hash_t h = (Py_hash_t)((v >> 4) | (v << (8 * sizeof v - 4)));
+    return h == -1 ? -2 : h;
+}
+
+static PyObject *
+stream_richcompare(PyObject *a, PyObject *b, int op)
+{
+    bc_State *st = bc_state_of(a);
+    if ((op != Py_EQ && op != Py_NE) || bc_stream_check(st, b) == NULL)
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = ((bc_Stream *)a)->handle == ((bc_Stream *)b)->handle;
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyObject *
+stream_repr(bc_Stream *self)
+{
+    return PyUnicode_FromFormat("<barecuda.driver.Stream %p%s%s>", (void *)self->handle,
+                                self->owned ? "" : " (borrowed)",
+                                self->owned && self->handle == NULL ? " (closed)" : "");
+}
+
+static PyObject *
+stream_keep(bc_Stream *self, PyObject *obj)
+{
+    if (bc_stream_keep_alive(bc_state_of((PyObject *)self), (PyObject *)self, obj) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef stream_methods[] = {
+    {"_keep_alive", (PyCFunction)stream_keep, METH_O,
+     "_keep_alive(obj)\n--\n\nPrivate: keep obj alive until the stream is next known idle."},
+    {"wait_for_event", (PyCFunction)stream_wait_for_event, METH_O, wait_for_event_doc},
+    {"add_callback", (PyCFunction)stream_add_callback, METH_O, add_callback_doc},
+    {"begin_capture", (PyCFunction)(void (*)(void))stream_begin_capture,
+     METH_VARARGS | METH_KEYWORDS, begin_capture_doc},
+    {"end_capture", (PyCFunction)stream_end_capture, METH_NOARGS, end_capture_doc},
+    {"is_capturing", (PyCFunction)stream_is_capturing, METH_NOARGS, is_capturing_doc},
+    {"__cuda_stream__", (PyCFunction)stream_cuda_stream, METH_NOARGS,
+     "__cuda_stream__()\n--\n\n(0, handle): the CUDA stream protocol."},
+    {"from_handle", (PyCFunction)(void (*)(void))stream_from_handle,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, from_handle_doc},
     {"synchronize", (PyCFunction)stream_synchronize, METH_NOARGS, synchronize_doc},
     {"is_done", (PyCFunction)stream_is_done, METH_NOARGS, is_done_doc},
     {"close", (PyCFunction)stream_close, METH_NOARGS, close_doc},
@@ -235,6 +499,10 @@ static PyMethodDef stream_methods[] = {
 
 static PyGetSetDef stream_getset[] = {
     {"handle", (getter)stream_get_handle, NULL, "The CUstream as an int.", NULL},
+    {"priority", (getter)stream_get_priority, NULL, "Scheduling priority (lower runs first).",
+     NULL},
+    {"flags", (getter)stream_get_flags, NULL, "stream_flags the stream was made with.", NULL},
+    {"context", (getter)stream_get_context, NULL, "The Context of the stream (or None).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -255,6 +523,9 @@ static PyType_Slot stream_slots[] = {
     {Py_tp_methods, stream_methods},
     {Py_tp_getset, stream_getset},
     {Py_tp_members, stream_members},
+    {Py_tp_hash, stream_hash},
+    {Py_tp_richcompare, stream_richcompare},
+    {Py_tp_repr, stream_repr},
     {Py_tp_doc, (void *)stream_doc},
     {0, NULL},
 };

@@ -16,6 +16,7 @@
     X(RegisteredHostMemoryType) X(ManagedAllocationType)                      \
     X(IPCMemoryHandleType) X(MemPoolType) X(Memcpy2DType) X(Memcpy3DType)      \
     X(Memcpy3DPeerType) X(ModuleType) X(FunctionType) X(GraphType)             \
+    X(ModuleGlobalType)                                                        \
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
     /* other objects */                                                        \

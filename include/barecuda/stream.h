@@ -38,4 +38,8 @@ bc_Stream *bc_stream_check(bc_State *st, PyObject *obj);
  * object (the default stream: callers synchronize instead).  0 or -1. */
 int bc_stream_keep_alive(bc_State *st, PyObject *stream, PyObject *obj);
 
+/* Graphs (src/graph.c): a Graph object for a captured CUgraph (takes ownership,
+ * holds ctx).  NULL with an exception set (the graph is destroyed then). */
+PyObject *bc_graph_wrap(bc_State *st, CUgraph graph, bc_Context *ctx);
+
 #endif

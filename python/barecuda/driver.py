@@ -74,3 +74,87 @@ def get_version():
 
 
 from barecuda._arrays import dtype_to_array_format, np_to_array, matrix_to_array, gpuarray_to_array, make_multichannel_2d_array  # noqa: E402,F401
+
+
+# {{{ argument handlers: In / Out / InOut (copy a host array around one launch)
+
+class ArgumentHandler:
+    """Base of In, Out and InOut: a host NumPy array passed to a kernel through a
+    temporary device copy.  Function.__call__ (and launch_ex) recognise any object
+    with get_device_alloc(), pre_call(stream) and post_call(stream)."""
+
+    def __init__(self, array):
+        import numpy
+
+        if not isinstance(array, numpy.ndarray):
+            raise TypeError(f"{type(self).__name__}() needs a numpy.ndarray, not "
+                            f"{type(array).__name__}")
+        if not (array.flags.c_contiguous or array.flags.f_contiguous):
+            raise ValueError(f"{type(self).__name__}(): the array must be contiguous")
+        if array.dtype.hasobject:
+            raise TypeError(f"{type(self).__name__}(): arrays of Python objects cannot go "
+                            "to the GPU")
+        self.array = array
+        self.dev_alloc = None
+
+    def get_device_alloc(self):
+        if self.dev_alloc is None:
+            self.dev_alloc = _driver.mem_alloc(max(self.array.nbytes, 1))
+        return self.dev_alloc
+
+    def pre_call(self, stream):
+        pass
+
+    def post_call(self, stream):
+        # The kernel may still run: keep the device copy until the stream is idle.
+        if stream is not None and self.dev_alloc is not None:
+            keep = getattr(stream, "_keep_alive", None)
+            if keep is not None:
+                keep(self.dev_alloc)
+
+
+def _to_device(handler, stream):
+    if handler.array.nbytes == 0:
+        return
+    if stream is None:
+        _driver.memcpy_htod(handler.get_device_alloc(), handler.array)
+    else:
+        _driver.memcpy_htod_async(handler.get_device_alloc(), handler.array, stream)
+
+
+def _from_device(handler, stream):
+    if handler.array.nbytes == 0:
+        return
+    if stream is None:
+        _driver.memcpy_dtoh(handler.array, handler.get_device_alloc())
+    else:
+        _driver.memcpy_dtoh_async(handler.array, handler.get_device_alloc(), stream)
+
+
+class In(ArgumentHandler):
+    """Copy the array to the device before the launch."""
+
+    def pre_call(self, stream):
+        _to_device(self, stream)
+
+
+class Out(ArgumentHandler):
+    """Copy the device data back into the array after the launch."""
+
+    def __init__(self, array):
+        super().__init__(array)
+        if not array.flags.writeable:
+            raise ValueError("Out(): the array must be writeable")
+
+    def post_call(self, stream):
+        _from_device(self, stream)
+        super().post_call(stream)
+
+
+class InOut(In, Out):
+    """Copy the array to the device before the launch and back after it."""
+
+    def post_call(self, stream):
+        Out.post_call(self, stream)
+
+# }}}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* Modules and kernels: Module (src/cumodule.c) and Function (src/function.c). */
+#ifndef BC_MODULE_H
+#define BC_MODULE_H
+
+#include "common.h"
+#include "state.h"
+#include "context.h"
+
+typedef struct {
+    PyObject_HEAD
+    CUmodule handle; /* NULL once unloaded */
+    bc_Context *ctx;
+    PyObject *weakreflist;
+} bc_Module;
+
+/* One kernel parameter as Function.prepare() or the kernel itself describes it. */
+typedef struct {
+    char code;           /* struct-module letter: b B h H i I l L q Q e f d F D ? P, or V */
+    unsigned char align; /* alignment in the packed buffer */
+    unsigned short pad;
+    unsigned int size;   /* bytes */
+    unsigned int offset; /* where it goes in the packed buffer */
+} bc_ArgSpec;
+
+#define BC_ARGS_STACK 4096 /* bytes packed on the stack; more goes to the heap */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    CUfunction handle;
+    bc_Module *module;      /* strong: the code lives as long as any Function of it */
+    PyObject *name;         /* str */
+    int max_threads;        /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, cached */
+    /* What the kernel says about its parameters (cuFuncGetParamInfo), or
+     * nparams == -1 when the driver cannot tell. */
+    Py_ssize_t nparams;
+    unsigned int *param_offset;
+    unsigned int *param_size;
+    /* prepare(): the signature and its packed layout. */
+    Py_ssize_t nprepared;   /* -1 when not prepared */
+    bc_ArgSpec *prepared;
+    size_t prepared_bytes;  /* total size of the packed buffer */
+    PyObject *arg_format;   /* the format string, for PyCUDA's `arg_format` */
+    PyObject *weakreflist;
+} bc_Function;
+
+/* New Function of `module` for kernel `name` (LogicError naming it when missing). */
+PyObject *bc_function_new(bc_State *st, bc_Module *module, PyObject *name);
+
+/* LogicError when the module was unloaded or its context detached. */
+int bc_module_usable(bc_State *st, bc_Module *m);
+
+#endif
