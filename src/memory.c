@@ -1,22 +1,64 @@
 /* SPDX-License-Identifier: MIT */
-/* Device memory: DeviceAllocation and the pointer conversion every copy and
- * launch uses.
+/* Memory: device allocations (plain, pitched, stream-ordered, managed, IPC),
+ * the device's memory pool, pinned / aligned / registered host memory, pointer
+ * attributes, and the pointer conversion every copy and launch uses.
  *
- * A DeviceAllocation holds its Context; free() is idempotent and releases the
- * memory with that context current, from any thread.  After free() every use
- * raises LogicError instead of touching freed memory. */
+ * Every allocation holds its Context; free()/close()/unregister() are idempotent
+ * and release the memory with that context current, from any thread.  After a
+ * release every use raises LogicError instead of touching freed memory, and a
+ * release after the context was detached is skipped quietly.  Host memory handed
+ * out as NumPy arrays lives as long as the array: the allocation object is the
+ * array's base. */
 #include "barecuda/memory.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 #include "barecuda/stream.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ helpers */
+
+static int
+is_alloc_type(bc_State *st, PyTypeObject *tp)
+{
+    return tp == (PyTypeObject *)st->DeviceAllocationType ||
+           tp == (PyTypeObject *)st->ManagedAllocationType ||
+           tp == (PyTypeObject *)st->IPCMemoryHandleType;
+}
+
+/* A type's name without its module ("DeviceAllocation"). */
+static const char *
+short_name(PyObject *obj)
+{
+    const char *name = Py_TYPE(obj)->tp_name;
+    const char *dot = strrchr(name, '.');
+    return dot ? dot + 1 : name;
+}
+
 static int
 allocation_usable(bc_State *st, bc_DeviceAllocation *a)
 {
     if (a->freed)
-        return bc_error_logic(st, "this DeviceAllocation was freed");
-    return bc_context_check_alive(st, a->ctx, "this DeviceAllocation");
+        return bc_error_logic(st, "this %s was %s", short_name((PyObject *)a),
+                              a->kind == BC_ALLOC_IPC ? "closed" : "freed");
+    return bc_context_check_alive(st, a->ctx, "this allocation");
+}
+
+/* Make sure some context is current (the default one when none is). */
+static int
+require_context(bc_State *st)
+{
+    BC_REQUIRE_DRIVER(st, -1);
+    CUcontext cur = NULL;
+    if (bc_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != NULL)
+        return 0;
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return -1;
+    Py_DECREF(ctx);
+    return 0;
 }
 
 /* The pointer of an object exposing __cuda_array_interface__ (its 'data' item). */
@@ -37,13 +79,30 @@ pointer_from_cai(PyObject *cai, CUdeviceptr *out)
     return 0;
 }
 
+static int
+pointer_from_int(PyObject *obj, CUdeviceptr *out)
+{
+    PyObject *num = PyLong_CheckExact(obj) ? Py_NewRef(obj) : PyNumber_Index(obj);
+    if (num == NULL)
+        return -1;
+    unsigned long long p = PyLong_AsUnsignedLongLong(num);
+    Py_DECREF(num);
+    if (p == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError))
+            PyErr_Format(PyExc_ValueError, "device pointer out of range: %R", obj);
+        return -1;
+    }
+    *out = (CUdeviceptr)p;
+    return 0;
+}
+
 int
 bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_out)
 {
     if (size_out)
         *size_out = SIZE_MAX;
     PyTypeObject *tp = Py_TYPE(obj);
-    if (tp == (PyTypeObject *)st->DeviceAllocationType) {
+    if (is_alloc_type(st, tp)) {
         bc_DeviceAllocation *a = (bc_DeviceAllocation *)obj;
         if (allocation_usable(st, a) < 0)
             return -1;
@@ -52,19 +111,31 @@ bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_o
             *size_out = a->size;
         return 0;
     }
-    if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-        unsigned long long p = PyLong_AsUnsignedLongLong(obj);
-        if (p == (unsigned long long)-1 && PyErr_Occurred()) {
-            if (PyErr_ExceptionMatches(PyExc_OverflowError))
-                PyErr_Format(PyExc_ValueError, "device pointer out of range: %R", obj);
+    if (tp == (PyTypeObject *)st->PooledAllocationType) {
+        bc_PooledAllocation *p = (bc_PooledAllocation *)obj;
+        if (p->freed)
+            return bc_error_logic(st, "this PooledDeviceAllocation was freed");
+        if (allocation_usable(st, (bc_DeviceAllocation *)p->block) < 0)
             return -1;
-        }
-        *out = (CUdeviceptr)p;
+        *out = p->ptr;
+        if (size_out)
+            *size_out = p->size;
         return 0;
     }
+    if (PyBool_Check(obj) || PyFloat_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "expected device memory, not %.100s", tp->tp_name);
+        return -1;
+    }
+    if (PyLong_Check(obj) || (tp->tp_as_number && tp->tp_as_number->nb_index))
+        return pointer_from_int(obj, out);
     PyObject *inner = PyObject_GetAttr(obj, st->str_gpudata);
     if (inner != NULL) {
+        if (Py_EnterRecursiveCall(" in device pointer conversion")) {
+            Py_DECREF(inner);
+            return -1;
+        }
         int rc = bc_pointer_convert(st, inner, out, size_out);
+        Py_LeaveRecursiveCall();
         Py_DECREF(inner);
         return rc;
     }
@@ -87,8 +158,49 @@ bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_o
     return -1;
 }
 
+bc_Context *
+bc_pointer_context(bc_State *st, PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (is_alloc_type(st, tp))
+        return ((bc_DeviceAllocation *)obj)->ctx;
+    if (tp == (PyTypeObject *)st->PooledAllocationType) {
+        bc_PooledAllocation *p = (bc_PooledAllocation *)obj;
+        return p->block ? ((bc_DeviceAllocation *)p->block)->ctx : NULL;
+    }
+    return NULL;
+}
+
+/* A device ordinal from None (the current context's device), a Device or an int. */
+static int
+device_of(bc_State *st, PyObject *obj, CUdevice *out)
+{
+    if (obj == NULL || obj == Py_None) {
+        bc_Context *ctx = bc_context_current(st);
+        if (ctx == NULL)
+            return -1;
+        *out = ctx->device;
+        Py_DECREF(ctx);
+        return 0;
+    }
+    if (Py_TYPE(obj) == (PyTypeObject *)st->DeviceType) {
+        *out = ((bc_Device *)obj)->handle;
+        return 0;
+    }
+    long long ordinal;
+    if (bc_arg_long(obj, "device", 0, 1 << 20, &ordinal) < 0)
+        return -1;
+    BC_REQUIRE_DRIVER(st, -1);
+    return bc_check(st, bc_drv.cuDeviceGet(out, (int)ordinal), "cuDeviceGet");
+}
+
+/* ---------------------------------------- DeviceAllocation and its relatives */
+
+/* Release the memory (GIL held or not: touches no Python object).  `s` is the
+ * stream an async allocation is freed on; `sync` asks for a context
+ * synchronize first (its own stream was closed). */
 static CUresult
-allocation_release(bc_DeviceAllocation *self)
+allocation_release(bc_DeviceAllocation *self, CUstream s, int sync)
 {
     CUresult rc = CUDA_SUCCESS;
     if (self->freed)
@@ -100,15 +212,12 @@ allocation_release(bc_DeviceAllocation *self)
     if (entered < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     switch (self->kind) {
-    case BC_ALLOC_ASYNC: {
-        CUstream s = NULL;
-        bc_Stream *so = self->stream ? bc_stream_check(bc_state_of((PyObject *)self), self->stream)
-                                     : NULL;
-        if (so != NULL && so->handle != NULL)
-            s = so->handle;
-        rc = bc_drv.cuMemFreeAsync(self->ptr, s);
+    case BC_ALLOC_ASYNC:
+        if (sync)
+            rc = bc_drv.cuCtxSynchronize();
+        if (rc == CUDA_SUCCESS)
+            rc = bc_drv.cuMemFreeAsync(self->ptr, s);
         break;
-    }
     case BC_ALLOC_IPC:
         rc = bc_drv.cuIpcCloseMemHandle(self->ptr);
         break;
@@ -119,6 +228,35 @@ allocation_release(bc_DeviceAllocation *self)
     return rc;
 }
 
+/* The stream an async allocation is freed on by default, and whether a
+ * synchronize is needed because that Stream was closed meanwhile. */
+static CUstream
+own_stream(bc_State *st, bc_DeviceAllocation *self, int *sync)
+{
+    *sync = 0;
+    if (self->stream == NULL)
+        return self->stream_handle;
+    bc_Stream *so = bc_stream_check(st, self->stream);
+    if (so != NULL && so->handle == NULL) {
+        *sync = 1;
+        return NULL;
+    }
+    return self->stream_handle;
+}
+
+static const char *
+release_routine(bc_DeviceAllocation *self)
+{
+    switch (self->kind) {
+    case BC_ALLOC_ASYNC:
+        return "cuMemFreeAsync";
+    case BC_ALLOC_IPC:
+        return "cuIpcCloseMemHandle";
+    default:
+        return "cuMemFree";
+    }
+}
+
 static void
 allocation_dealloc(bc_DeviceAllocation *self)
 {
@@ -126,9 +264,13 @@ allocation_dealloc(bc_DeviceAllocation *self)
     PyObject_GC_UnTrack(self);
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    if (!self->freed)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), allocation_release(self),
-                               "cuMemFree", (PyObject *)self);
+    if (!self->freed) {
+        bc_State *st = bc_state_of((PyObject *)self);
+        int sync;
+        CUstream s = own_stream(st, self, &sync);
+        bc_error_in_destructor(st, allocation_release(self, s, sync), release_routine(self),
+                               (PyObject *)self);
+    }
     Py_CLEAR(self->stream);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
@@ -144,20 +286,20 @@ allocation_traverse(bc_DeviceAllocation *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* A new DeviceAllocation object for memory already allocated (steals nothing:
- * takes a new reference to ctx and stream). */
+/* A new allocation object of `type` for memory already allocated (takes new
+ * references to ctx and stream). */
 static PyObject *
-allocation_wrap(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size_t size, int kind,
-                PyObject *stream)
+allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, int kind,
+                PyObject *stream, CUstream stream_handle)
 {
-    bc_DeviceAllocation *self =
-        PyObject_GC_New(bc_DeviceAllocation, (PyTypeObject *)st->DeviceAllocationType);
+    bc_DeviceAllocation *self = PyObject_GC_New(bc_DeviceAllocation, (PyTypeObject *)type);
     if (self == NULL)
         return NULL;
     self->ptr = ptr;
     self->size = size;
     self->ctx = (bc_Context *)Py_NewRef(ctx);
-    self->stream = Py_XNewRef(stream);
+    self->stream = (stream == NULL || stream == Py_None) ? NULL : Py_NewRef(stream);
+    self->stream_handle = stream_handle;
     self->kind = kind;
     self->freed = 0;
     self->weakreflist = NULL;
@@ -191,9 +333,60 @@ bc_mem_alloc(PyObject *m, PyObject *arg)
     Py_END_ALLOW_THREADS
     PyObject *out = NULL;
     if (bc_check(st, rc, "cuMemAlloc") == 0) {
-        out = allocation_wrap(st, ctx, ptr, n, BC_ALLOC_DEVICE, NULL);
+        out = allocation_wrap(st->DeviceAllocationType, ctx, ptr, n, BC_ALLOC_DEVICE, NULL, NULL);
         if (out == NULL)
             bc_drv.cuMemFree(ptr);
+    }
+    Py_DECREF(ctx);
+    return out;
+}
+
+PyDoc_STRVAR(mem_alloc_pitch_doc,
+"mem_alloc_pitch(width, height, access_size)\n--\n\n"
+"Allocate `height` rows of at least `width` bytes each, padded for coalesced\n"
+"access by elements of `access_size` bytes (4, 8 or 16) (cuMemAllocPitch).\n"
+"Returns (DeviceAllocation, pitch_in_bytes).");
+
+static PyObject *
+bc_mem_alloc_pitch(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"width", "height", "access_size", NULL};
+    PyObject *ow, *oh, *oa;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:mem_alloc_pitch", kwlist, &ow, &oh, &oa))
+        return NULL;
+    size_t w, h;
+    long long access;
+    if (bc_arg_size(ow, "mem_alloc_pitch(): width", &w) < 0 ||
+        bc_arg_size(oh, "mem_alloc_pitch(): height", &h) < 0 ||
+        bc_arg_long(oa, "mem_alloc_pitch(): access_size", 0, 1024, &access) < 0)
+        return NULL;
+    if (w == 0 || h == 0) {
+        PyErr_SetString(PyExc_ValueError, "mem_alloc_pitch(): width and height must be positive");
+        return NULL;
+    }
+    if (access != 4 && access != 8 && access != 16) {
+        PyErr_Format(PyExc_ValueError, "mem_alloc_pitch(): access_size must be 4, 8 or 16, got %lld",
+                     access);
+        return NULL;
+    }
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return NULL;
+    CUdeviceptr ptr;
+    size_t pitch = 0;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemAllocPitch(&ptr, &pitch, w, h, (unsigned int)access);
+    Py_END_ALLOW_THREADS
+    PyObject *out = NULL;
+    if (bc_check(st, rc, "cuMemAllocPitch") == 0) {
+        PyObject *a = allocation_wrap(st->DeviceAllocationType, ctx, ptr, pitch * h,
+                                      BC_ALLOC_DEVICE, NULL, NULL);
+        if (a == NULL)
+            bc_drv.cuMemFree(ptr);
+        else
+            out = Py_BuildValue("(Nn)", a, (Py_ssize_t)pitch);
     }
     Py_DECREF(ctx);
     return out;
@@ -206,10 +399,8 @@ static PyObject *
 bc_mem_get_info(PyObject *m, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_from_module(m);
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
+    if (require_context(st) < 0)
         return NULL;
-    Py_DECREF(ctx);
     size_t free_b, total;
     if (bc_check(st, bc_drv.cuMemGetInfo(&free_b, &total), "cuMemGetInfo") < 0)
         return NULL;
@@ -217,17 +408,36 @@ bc_mem_get_info(PyObject *m, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(free_doc,
-"free()\n--\n\nRelease the memory now (idempotent); later uses raise LogicError.");
+"free(stream=None)\n--\n\n"
+"Release the memory now (idempotent); later uses raise LogicError.  Memory\n"
+"from mem_alloc_async() is freed in stream order on the stream it was\n"
+"allocated on, or on `stream` when given; other memory ignores `stream`.");
 
 static PyObject *
-allocation_free(bc_DeviceAllocation *self, PyObject *Py_UNUSED(ignored))
+allocation_free(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    static char *kwlist[] = {"stream", NULL};
+    PyObject *stream = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:free", kwlist, &stream))
+        return NULL;
+    if (self->freed)
+        Py_RETURN_NONE;
+    int sync = 0;
+    CUstream s = NULL;
+    if (self->kind == BC_ALLOC_ASYNC) {
+        if (stream != NULL) {
+            if (bc_stream_convert(st, stream, &s) < 0)
+                return NULL;
+        }
+        else
+            s = own_stream(st, self, &sync);
+    }
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = allocation_release(self);
+    rc = allocation_release(self, s, sync);
     Py_END_ALLOW_THREADS
-    if (bc_check(st, rc, "cuMemFree") < 0)
+    if (bc_check(st, rc, release_routine(self)) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -243,9 +453,10 @@ allocation_int(bc_DeviceAllocation *self)
 static PyObject *
 allocation_repr(bc_DeviceAllocation *self)
 {
-    return PyUnicode_FromFormat("<barecuda.driver.DeviceAllocation 0x%llx, %zu bytes%s>",
+    return PyUnicode_FromFormat("<barecuda.driver.%s 0x%llx, %zu bytes%s>", short_name((PyObject *)self),
                                 (unsigned long long)self->ptr, self->size,
-                                self->freed ? ", freed" : "");
+                                self->freed ? (self->kind == BC_ALLOC_IPC ? ", closed" : ", freed")
+                                            : "");
 }
 
 static PyObject *
@@ -266,15 +477,31 @@ allocation_get_freed(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
     return PyBool_FromLong(self->freed);
 }
 
+static PyObject *
+allocation_get_stream(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->stream ? self->stream : Py_None);
+}
+
+static PyObject *
+allocation_get_is_async(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->kind == BC_ALLOC_ASYNC);
+}
+
 static PyMethodDef allocation_methods[] = {
-    {"free", (PyCFunction)allocation_free, METH_NOARGS, free_doc},
+    {"free", (PyCFunction)(void (*)(void))allocation_free, METH_VARARGS | METH_KEYWORDS, free_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef allocation_getset[] = {
     {"size", (getter)allocation_get_size, NULL, "Size in bytes.", NULL},
     {"context", (getter)allocation_get_context, NULL, "The Context owning the memory.", NULL},
-    {"freed", (getter)allocation_get_freed, NULL, "Whether free() was called.", NULL},
+    {"freed", (getter)allocation_get_freed, NULL, "Whether the memory was released.", NULL},
+    {"stream", (getter)allocation_get_stream, NULL,
+     "The stream a stream-ordered allocation is freed on (None otherwise).", NULL},
+    {"is_async", (getter)allocation_get_is_async, NULL,
+     "Whether this memory came from mem_alloc_async().", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -284,8 +511,8 @@ static PyMemberDef allocation_members[] = {
 };
 
 PyDoc_STRVAR(allocation_doc,
-"Device memory from mem_alloc() and friends.  int(a) is the device pointer;\n"
-"pass it to kernels and copies directly.");
+"Device memory from mem_alloc(), mem_alloc_pitch() or mem_alloc_async().\n"
+"int(a) is the device pointer; pass it to kernels and copies directly.");
 
 static PyType_Slot allocation_slots[] = {
     {Py_tp_dealloc, allocation_dealloc},
@@ -308,16 +535,1807 @@ static PyType_Spec allocation_spec = {
     .slots = allocation_slots,
 };
 
+/* ------------------------------------------------ stream-ordered allocation */
+
+typedef struct {
+    PyObject_HEAD
+    CUmemoryPool handle;
+    CUdevice device;
+    PyObject *weakreflist;
+} bc_MemPool;
+
+static PyObject *
+mempool_for(bc_State *st, CUdevice dev)
+{
+    CUmemoryPool pool;
+    if (bc_check(st, bc_drv.cuDeviceGetDefaultMemPool(&pool, dev), "cuDeviceGetDefaultMemPool") < 0)
+        return NULL;
+    bc_MemPool *self = PyObject_New(bc_MemPool, (PyTypeObject *)st->MemPoolType);
+    if (self == NULL)
+        return NULL;
+    self->handle = pool;
+    self->device = dev;
+    self->weakreflist = NULL;
+    return (PyObject *)self;
+}
+
+PyDoc_STRVAR(mempool_default_doc,
+"default(device=None)\n--\n\n"
+"The default memory pool of `device` (a Device or an ordinal; None: the current\n"
+"context's device), which mem_alloc_async() allocates from.");
+
+static PyObject *
+mempool_default(PyObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = PyType_GetModuleState((PyTypeObject *)type);
+    static char *kwlist[] = {"device", NULL};
+    PyObject *device = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:default", kwlist, &device))
+        return NULL;
+    CUdevice dev;
+    if (device_of(st, device, &dev) < 0)
+        return NULL;
+    return mempool_for(st, dev);
+}
+
+static void
+mempool_dealloc(bc_MemPool *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+mempool_attr(bc_MemPool *self, void *closure)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    cuuint64_t v = 0;
+    if (bc_check(st, bc_drv.cuMemPoolGetAttribute(self->handle, (CUmemPool_attribute)(intptr_t)closure, &v),
+                 "cuMemPoolGetAttribute") < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong((unsigned long long)v);
+}
+
+static int
+mempool_set_threshold(bc_MemPool *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "release_threshold cannot be deleted");
+        return -1;
+    }
+    size_t n;
+    if (bc_arg_size(value, "MemPool.release_threshold", &n) < 0)
+        return -1;
+    cuuint64_t v = (cuuint64_t)n;
+    return bc_check(st, bc_drv.cuMemPoolSetAttribute(self->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v),
+                    "cuMemPoolSetAttribute");
+}
+
+PyDoc_STRVAR(trim_to_doc,
+"trim_to(min_bytes_to_keep)\n--\n\n"
+"Give unused memory of the pool back to the system, keeping at least\n"
+"`min_bytes_to_keep` reserved (cuMemPoolTrimTo).");
+
+static PyObject *
+mempool_trim_to(bc_MemPool *self, PyObject *arg)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    size_t n;
+    if (bc_arg_size(arg, "trim_to(): min_bytes_to_keep", &n) < 0)
+        return NULL;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemPoolTrimTo(self->handle, n);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemPoolTrimTo") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mempool_get_handle(bc_MemPool *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromVoidPtr((void *)self->handle);
+}
+
+static PyObject *
+mempool_get_device(bc_MemPool *self, void *Py_UNUSED(closure))
+{
+    return bc_device_new(bc_state_of((PyObject *)self), self->device);
+}
+
+static PyObject *
+mempool_repr(bc_MemPool *self)
+{
+    return PyUnicode_FromFormat("<barecuda.driver.MemPool %p of device %d>", (void *)self->handle,
+                                (int)self->device);
+}
+
+static PyMethodDef mempool_methods[] = {
+    {"default", (PyCFunction)(void (*)(void))mempool_default,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, mempool_default_doc},
+    {"trim_to", (PyCFunction)mempool_trim_to, METH_O, trim_to_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+#define BC_POOL_ATTR(name, attr, doc)                                                   \
+    {name, (getter)mempool_attr, NULL, doc, (void *)(intptr_t)(attr)}
+
+static PyGetSetDef mempool_getset[] = {
+    BC_POOL_ATTR("used", CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "Bytes allocated from the pool now."),
+    BC_POOL_ATTR("used_high", CU_MEMPOOL_ATTR_USED_MEM_HIGH, "High-water mark of `used`."),
+    BC_POOL_ATTR("reserved", CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                 "Bytes of device memory the pool holds now."),
+    BC_POOL_ATTR("reserved_high", CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+                 "High-water mark of `reserved`."),
+    {"release_threshold", (getter)mempool_attr, (setter)mempool_set_threshold,
+     "Bytes the pool keeps reserved at a synchronize instead of releasing them.",
+     (void *)(intptr_t)CU_MEMPOOL_ATTR_RELEASE_THRESHOLD},
+    {"handle", (getter)mempool_get_handle, NULL, "The CUmemoryPool as an int.", NULL},
+    {"device", (getter)mempool_get_device, NULL, "The Device of the pool.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef mempool_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_MemPool, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(mempool_doc,
+"A device's memory pool for stream-ordered allocation; get one with\n"
+"MemPool.default(device).");
+
+static PyType_Slot mempool_slots[] = {
+    {Py_tp_dealloc, mempool_dealloc},
+    {Py_tp_repr, mempool_repr},
+    {Py_tp_methods, mempool_methods},
+    {Py_tp_getset, mempool_getset},
+    {Py_tp_members, mempool_members},
+    {Py_tp_doc, (void *)mempool_doc},
+    {0, NULL},
+};
+
+static PyType_Spec mempool_spec = {
+    .name = "barecuda.driver.MemPool",
+    .basicsize = sizeof(bc_MemPool),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = mempool_slots,
+};
+
+PyDoc_STRVAR(mem_alloc_async_doc,
+"mem_alloc_async(nbytes, stream=None, pool=None)\n--\n\n"
+"Allocate `nbytes` in stream order on `stream` from `pool` (a MemPool; default:\n"
+"the current device's default pool) with cuMemAllocFromPoolAsync.  The\n"
+"DeviceAllocation is freed with cuMemFreeAsync on the same stream (or the\n"
+"stream given to free()).");
+
+static PyObject *
+bc_mem_alloc_async(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"nbytes", "stream", "pool", NULL};
+    PyObject *on, *stream = Py_None, *pool = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:mem_alloc_async", kwlist, &on, &stream,
+                                     &pool))
+        return NULL;
+    size_t n;
+    if (bc_arg_size(on, "mem_alloc_async(): nbytes", &n) < 0)
+        return NULL;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "mem_alloc_async(): nbytes must be positive");
+        return NULL;
+    }
+    if (pool != Py_None && Py_TYPE(pool) != (PyTypeObject *)st->MemPoolType) {
+        PyErr_Format(PyExc_TypeError, "mem_alloc_async(): pool must be a MemPool or None, not %.100s",
+                     Py_TYPE(pool)->tp_name);
+        return NULL;
+    }
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return NULL;
+    PyObject *out = NULL;
+    CUstream s;
+    CUmemoryPool hpool;
+    if (bc_stream_convert(st, stream, &s) < 0)
+        goto done;
+    if (pool != Py_None)
+        hpool = ((bc_MemPool *)pool)->handle;
+    else if (bc_check(st, bc_drv.cuDeviceGetDefaultMemPool(&hpool, ctx->device),
+                      "cuDeviceGetDefaultMemPool") < 0)
+        goto done;
+    CUdeviceptr ptr;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemAllocFromPoolAsync(&ptr, n, hpool, s);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemAllocFromPoolAsync") < 0)
+        goto done;
+    out = allocation_wrap(st->DeviceAllocationType, ctx, ptr, n, BC_ALLOC_ASYNC, stream, s);
+    if (out == NULL)
+        bc_drv.cuMemFreeAsync(ptr, s);
+done:
+    Py_DECREF(ctx);
+    return out;
+}
+
+/* ---------------------------------------------------------- IPC memory */
+
+PyDoc_STRVAR(mem_get_ipc_handle_doc,
+"mem_get_ipc_handle(ptr)\n--\n\n"
+"A 64-byte bytes handle another process opens with IPCMemoryHandle(handle)\n"
+"(cuIpcGetMemHandle).  `ptr` must be the start of a mem_alloc() allocation.");
+
+static PyObject *
+bc_mem_get_ipc_handle(PyObject *m, PyObject *arg)
+{
+    bc_State *st = bc_state_from_module(m);
+    CUdeviceptr ptr;
+    if (bc_pointer_convert(st, arg, &ptr, NULL) < 0 || require_context(st) < 0)
+        return NULL;
+    CUipcMemHandle h;
+    if (bc_check(st, bc_drv.cuIpcGetMemHandle(&h, ptr), "cuIpcGetMemHandle") < 0)
+        return NULL;
+    return PyBytes_FromStringAndSize(h.reserved, sizeof h.reserved);
+}
+
+static PyObject *
+ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = PyType_GetModuleState(type);
+    static char *kwlist[] = {"handle", "flags", NULL};
+    PyObject *handle, *oflags = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:IPCMemoryHandle", kwlist, &handle, &oflags))
+        return NULL;
+    unsigned int flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
+    if (oflags != NULL &&
+        bc_arg_flags(oflags, "IPCMemoryHandle(): flags", CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+                     &flags) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(handle, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "IPCMemoryHandle(): handle must be the bytes from mem_get_ipc_handle(), "
+                     "not %.100s",
+                     Py_TYPE(handle)->tp_name);
+        return NULL;
+    }
+    CUipcMemHandle h;
+    int bad = view.len != (Py_ssize_t)sizeof h.reserved;
+    if (!bad)
+        memcpy(h.reserved, view.buf, sizeof h.reserved);
+    Py_ssize_t len = view.len;
+    PyBuffer_Release(&view);
+    if (bad) {
+        PyErr_Format(PyExc_ValueError, "IPCMemoryHandle(): handle must be %d bytes, got %zd",
+                     (int)sizeof h.reserved, len);
+        return NULL;
+    }
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return NULL;
+    CUdeviceptr ptr, base;
+    size_t size = 0;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuIpcOpenMemHandle(&ptr, h, flags);
+    Py_END_ALLOW_THREADS
+    PyObject *out = NULL;
+    if (bc_check(st, rc, "cuIpcOpenMemHandle") == 0) {
+        if (bc_drv.cuMemGetAddressRange(&base, &size, ptr) != CUDA_SUCCESS)
+            size = SIZE_MAX;
+        out = allocation_wrap((PyObject *)type, ctx, ptr, size, BC_ALLOC_IPC, NULL, NULL);
+        if (out == NULL)
+            bc_drv.cuIpcCloseMemHandle(ptr);
+    }
+    Py_DECREF(ctx);
+    return out;
+}
+
+PyDoc_STRVAR(close_doc,
+"close()\n--\n\nUnmap the other process's memory now (idempotent).");
+
+static PyObject *
+ipc_close(bc_DeviceAllocation *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = allocation_release(self, NULL, 0);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuIpcCloseMemHandle") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ipc_methods[] = {
+    {"close", (PyCFunction)ipc_close, METH_NOARGS, close_doc},
+    {"free", (PyCFunction)(void (*)(void))allocation_free, METH_VARARGS | METH_KEYWORDS, free_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(ipc_doc,
+"IPCMemoryHandle(handle, flags=1)\n--\n\n"
+"Open device memory of another process from its mem_get_ipc_handle() bytes\n"
+"(cuIpcOpenMemHandle).  Used like a DeviceAllocation; close() unmaps it.\n"
+"flags: ipc_mem_flags (1 = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, the default).");
+
+static PyType_Slot ipc_slots[] = {
+    {Py_tp_new, ipc_new},
+    {Py_tp_dealloc, allocation_dealloc},
+    {Py_tp_traverse, allocation_traverse},
+    {Py_tp_repr, allocation_repr},
+    {Py_nb_int, allocation_int},
+    {Py_nb_index, allocation_int},
+    {Py_tp_methods, ipc_methods},
+    {Py_tp_getset, allocation_getset},
+    {Py_tp_members, allocation_members},
+    {Py_tp_doc, (void *)ipc_doc},
+    {0, NULL},
+};
+
+static PyType_Spec ipc_spec = {
+    .name = "barecuda.driver.IPCMemoryHandle",
+    .basicsize = sizeof(bc_DeviceAllocation),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = ipc_slots,
+};
+
+/* ------------------------------------------------- pooled device blocks */
+
+static int
+pooled_give_back(bc_PooledAllocation *self)
+{
+    int rc = 0;
+    if (self->freed)
+        return 0;
+    self->freed = 1;
+    if (self->pool != NULL && self->block != NULL) {
+        PyObject *res = PyObject_CallMethod(self->pool, "_return_block", "O", self->block);
+        rc = res == NULL ? -1 : 0;
+        Py_XDECREF(res);
+    }
+    Py_CLEAR(self->block);
+    Py_CLEAR(self->pool);
+    return rc;
+}
+
+static void
+pooled_dealloc(bc_PooledAllocation *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    if (!self->freed && !bc_is_finalizing()) {
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *exc = PyErr_GetRaisedException();
+#else
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+#endif
+        if (pooled_give_back(self) < 0)
+            PyErr_WriteUnraisable((PyObject *)self);
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(exc);
+#else
+        PyErr_Restore(et, ev, tb);
+#endif
+    }
+    Py_CLEAR(self->block);
+    Py_CLEAR(self->pool);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int
+pooled_traverse(bc_PooledAllocation *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->block);
+    Py_VISIT(self->pool);
+    return 0;
+}
+
+PyDoc_STRVAR(pooled_free_doc,
+"free()\n--\n\nGive the block back to its pool now (idempotent).");
+
+static PyObject *
+pooled_free(bc_PooledAllocation *self, PyObject *Py_UNUSED(ignored))
+{
+    if (pooled_give_back(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+pooled_int(bc_PooledAllocation *self)
+{
+    CUdeviceptr p;
+    if (bc_pointer_convert(bc_state_of((PyObject *)self), (PyObject *)self, &p, NULL) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong((unsigned long long)p);
+}
+
+static PyObject *
+pooled_get_size(bc_PooledAllocation *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSize_t(self->size);
+}
+
+static PyObject *
+pooled_get_context(bc_PooledAllocation *self, void *Py_UNUSED(closure))
+{
+    bc_Context *ctx = self->block ? ((bc_DeviceAllocation *)self->block)->ctx : NULL;
+    return Py_NewRef(ctx ? (PyObject *)ctx : Py_None);
+}
+
+static PyObject *
+pooled_get_freed(bc_PooledAllocation *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->freed);
+}
+
+static PyObject *
+pooled_repr(bc_PooledAllocation *self)
+{
+    return PyUnicode_FromFormat("<barecuda.driver.PooledDeviceAllocation 0x%llx, %zu bytes%s>",
+                                (unsigned long long)self->ptr, self->size,
+                                self->freed ? ", freed" : "");
+}
+
+static PyMethodDef pooled_methods[] = {
+    {"free", (PyCFunction)pooled_free, METH_NOARGS, pooled_free_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef pooled_getset[] = {
+    {"size", (getter)pooled_get_size, NULL, "Bytes asked for.", NULL},
+    {"context", (getter)pooled_get_context, NULL, "The Context owning the memory.", NULL},
+    {"freed", (getter)pooled_get_freed, NULL, "Whether the block went back to the pool.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef pooled_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_PooledAllocation, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(pooled_doc,
+"Device memory lent by tools.DeviceMemoryPool; used like a DeviceAllocation.\n"
+"free() (or collection) gives the block back to the pool.");
+
+static PyType_Slot pooled_slots[] = {
+    {Py_tp_dealloc, pooled_dealloc},
+    {Py_tp_traverse, pooled_traverse},
+    {Py_tp_repr, pooled_repr},
+    {Py_nb_int, pooled_int},
+    {Py_nb_index, pooled_int},
+    {Py_tp_methods, pooled_methods},
+    {Py_tp_getset, pooled_getset},
+    {Py_tp_members, pooled_members},
+    {Py_tp_doc, (void *)pooled_doc},
+    {0, NULL},
+};
+
+static PyType_Spec pooled_spec = {
+    .name = "barecuda.driver.PooledDeviceAllocation",
+    .basicsize = sizeof(bc_PooledAllocation),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = pooled_slots,
+};
+
+PyDoc_STRVAR(pooled_allocation_doc,
+"_pooled_allocation(pool, block, size)\n--\n\n"
+"Private (tools.DeviceMemoryPool): lend the first `size` bytes of `block`, a\n"
+"DeviceAllocation; free() calls pool._return_block(block).");
+
+static PyObject *
+bc_pooled_allocation(PyObject *m, PyObject *args)
+{
+    bc_State *st = bc_state_from_module(m);
+    PyObject *pool, *block, *osize;
+    if (!PyArg_ParseTuple(args, "OOO:_pooled_allocation", &pool, &block, &osize))
+        return NULL;
+    if (Py_TYPE(block) != (PyTypeObject *)st->DeviceAllocationType) {
+        PyErr_SetString(PyExc_TypeError, "_pooled_allocation(): block must be a DeviceAllocation");
+        return NULL;
+    }
+    size_t size;
+    if (bc_arg_size(osize, "_pooled_allocation(): size", &size) < 0 ||
+        allocation_usable(st, (bc_DeviceAllocation *)block) < 0)
+        return NULL;
+    if (size > ((bc_DeviceAllocation *)block)->size) {
+        PyErr_SetString(PyExc_ValueError, "_pooled_allocation(): size exceeds the block");
+        return NULL;
+    }
+    bc_PooledAllocation *self =
+        PyObject_GC_New(bc_PooledAllocation, (PyTypeObject *)st->PooledAllocationType);
+    if (self == NULL)
+        return NULL;
+    self->ptr = ((bc_DeviceAllocation *)block)->ptr;
+    self->size = size;
+    self->block = Py_NewRef(block);
+    self->pool = Py_NewRef(pool);
+    self->freed = 0;
+    self->weakreflist = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+/* --------------------------------------------- shapes, dtypes and orders */
+
+typedef struct {
+    PyArray_Dims dims;
+    PyArray_Descr *descr;
+    int fortran;
+    size_t nbytes;
+} array_spec;
+
+static void
+spec_clear(array_spec *s)
+{
+    if (s->dims.ptr)
+        PyDimMem_FREE(s->dims.ptr);
+    s->dims.ptr = NULL;
+    Py_CLEAR(s->descr);
+}
+
+/* order: "C" or "F"; with `like`, also "A"/"K"/None meaning like's layout. */
+static int
+parse_order(const char *fn, PyObject *order, PyArrayObject *like, int *fortran)
+{
+    int like_f = like != NULL && PyArray_IS_F_CONTIGUOUS(like) && !PyArray_IS_C_CONTIGUOUS(like);
+    if (order == NULL || order == Py_None) {
+        *fortran = like ? like_f : 0;
+        return 0;
+    }
+    const char *s = PyUnicode_Check(order) ? PyUnicode_AsUTF8(order) : NULL;
+    if (s != NULL && (strcmp(s, "C") == 0 || strcmp(s, "c") == 0)) {
+        *fortran = 0;
+        return 0;
+    }
+    if (s != NULL && (strcmp(s, "F") == 0 || strcmp(s, "f") == 0)) {
+        *fortran = 1;
+        return 0;
+    }
+    if (like != NULL && s != NULL && (strcmp(s, "A") == 0 || strcmp(s, "K") == 0)) {
+        *fortran = like_f;
+        return 0;
+    }
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s(): order must be 'C' or 'F'%s, not %R", fn,
+                 like ? " (or 'A', 'K')" : "", order);
+    return -1;
+}
+
+static int
+spec_finish(const char *fn, array_spec *s)
+{
+    if (PyDataType_REFCHK(s->descr)) {
+        PyErr_Format(PyExc_TypeError, "%s(): dtype %R holds Python objects; raw memory cannot", fn,
+                     (PyObject *)s->descr);
+        return -1;
+    }
+    size_t n = (size_t)PyDataType_ELSIZE(s->descr);
+    for (int i = 0; i < s->dims.len; i++) {
+        npy_intp d = s->dims.ptr[i];
+        if (d < 0) {
+            PyErr_Format(PyExc_ValueError, "%s(): negative dimension %zd in shape", fn, (Py_ssize_t)d);
+            return -1;
+        }
+        if (__builtin_mul_overflow(n, (size_t)d, &n) || n > (size_t)PY_SSIZE_T_MAX) {
+            PyErr_Format(PyExc_ValueError, "%s(): the array would be too large", fn);
+            return -1;
+        }
+    }
+    s->nbytes = n;
+    return 0;
+}
+
+static int
+spec_parse(const char *fn, PyObject *shape, PyObject *dtype, PyObject *order, array_spec *s)
+{
+    s->dims.ptr = NULL;
+    s->dims.len = 0;
+    s->descr = NULL;
+    if (!PyArray_IntpConverter(shape, &s->dims)) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s(): shape must be an int or a tuple of ints", fn);
+        return -1;
+    }
+    if (!PyArray_DescrConverter(dtype == NULL ? Py_None : dtype, &s->descr))
+        goto error;
+    if (parse_order(fn, order, NULL, &s->fortran) < 0 || spec_finish(fn, s) < 0)
+        goto error;
+    return 0;
+error:
+    spec_clear(s);
+    return -1;
+}
+
+static int
+spec_like(const char *fn, PyObject *like, PyObject *order, array_spec *s)
+{
+    s->dims.ptr = NULL;
+    s->descr = NULL;
+    if (!PyArray_Check(like)) {
+        PyErr_Format(PyExc_TypeError, "%s(): expected a numpy.ndarray, not %.100s", fn,
+                     Py_TYPE(like)->tp_name);
+        return -1;
+    }
+    PyArrayObject *a = (PyArrayObject *)like;
+    int nd = PyArray_NDIM(a);
+    size_t cells = nd > 0 ? (size_t)nd : 1;
+    s->dims.ptr = PyDimMem_NEW(cells);
+    if (s->dims.ptr == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->dims.len = nd;
+    memcpy(s->dims.ptr, PyArray_DIMS(a), (size_t)nd * sizeof(npy_intp));
+    s->descr = (PyArray_Descr *)Py_NewRef(PyArray_DESCR(a));
+    if (parse_order(fn, order, a, &s->fortran) < 0 || spec_finish(fn, s) < 0) {
+        spec_clear(s);
+        return -1;
+    }
+    return 0;
+}
+
+/* A writable array over `data` with `base` (stolen) as its base; spec's descr
+ * is consumed. */
+static PyObject *
+array_over(array_spec *s, void *data, PyObject *base)
+{
+    PyArray_Descr *descr = s->descr;
+    s->descr = NULL;
+    PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, descr, s->dims.len, s->dims.ptr, NULL, data,
+                                         NPY_ARRAY_WRITEABLE |
+                                             (s->fortran ? NPY_ARRAY_F_CONTIGUOUS : 0),
+                                         NULL);
+    if (arr == NULL) {
+        Py_DECREF(base);
+        return NULL;
+    }
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, base) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* --------------------------------------------------- pinned / aligned host */
+
+static CUresult
+host_release(bc_HostAllocation *self)
+{
+    CUresult rc = CUDA_SUCCESS;
+    if (self->freed)
+        return rc;
+    self->freed = 1;
+    if (self->kind == BC_HOST_ALIGNED) {
+        free(self->ptr);
+        return rc;
+    }
+    if (self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+        return rc;
+    int entered = bc_context_enter(self->ctx);
+    if (entered < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    rc = bc_drv.cuMemFreeHost(self->ptr);
+    bc_context_leave(entered);
+    return rc;
+}
+
+static void
+host_dealloc(bc_HostAllocation *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    if (!self->freed)
+        bc_error_in_destructor(bc_state_of((PyObject *)self), host_release(self), "cuMemFreeHost",
+                               (PyObject *)self);
+    Py_CLEAR(self->ctx);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int
+host_traverse(bc_HostAllocation *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->ctx);
+    return 0;
+}
+
+static int
+host_usable(bc_State *st, bc_HostAllocation *self)
+{
+    if (self->freed)
+        return bc_error_logic(st, "this HostAllocation was freed");
+    return bc_context_check_alive(st, self->ctx, "this HostAllocation");
+}
+
+static int
+host_getbuffer(bc_HostAllocation *self, Py_buffer *view, int flags)
+{
+    if (host_usable(bc_state_of((PyObject *)self), self) < 0)
+        return -1;
+    if (PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, (Py_ssize_t)self->size, 0, flags) < 0)
+        return -1;
+    self->exports++;
+    return 0;
+}
+
+static void
+host_releasebuffer(bc_HostAllocation *self, Py_buffer *Py_UNUSED(view))
+{
+    self->exports--;
+}
+
+PyDoc_STRVAR(host_free_doc,
+"free()\n--\n\n"
+"Release the host memory now (idempotent).  Arrays built on it must not be\n"
+"used afterwards; BufferError while a memoryview of it is alive.");
+
+static PyObject *
+host_free(bc_HostAllocation *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (self->exports > 0) {
+        PyErr_SetString(PyExc_BufferError, "HostAllocation.free(): a buffer of it is still in use");
+        return NULL;
+    }
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = host_release(self);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemFreeHost") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Device pointer of pinned/registered host memory (cuMemHostGetDevicePointer). */
+static PyObject *
+host_device_pointer(bc_State *st, void *ptr)
+{
+    if (require_context(st) < 0)
+        return NULL;
+    CUdeviceptr d;
+    if (bc_check(st, bc_drv.cuMemHostGetDevicePointer(&d, ptr, 0), "cuMemHostGetDevicePointer") < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong((unsigned long long)d);
+}
+
+PyDoc_STRVAR(host_get_device_pointer_doc,
+"get_device_pointer()\n--\n\n"
+"The device pointer of this memory (allocated with host_alloc_flags.DEVICEMAP).");
+
+static PyObject *
+host_get_device_pointer(bc_HostAllocation *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (host_usable(st, self) < 0)
+        return NULL;
+    if (self->kind != BC_HOST_PINNED)
+        return bc_error_logic(st, "get_device_pointer(): this memory is not page-locked"), NULL;
+    return host_device_pointer(st, self->ptr);
+}
+
+static PyObject *
+host_get_size(bc_HostAllocation *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromSize_t(self->size);
+}
+
+static PyObject *
+host_get_flags(bc_HostAllocation *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLong(self->flags);
+}
+
+static PyObject *
+host_get_address(bc_HostAllocation *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromVoidPtr(self->ptr);
+}
+
+static PyObject *
+host_get_context(bc_HostAllocation *self, void *Py_UNUSED(c))
+{
+    return Py_NewRef(self->ctx ? (PyObject *)self->ctx : Py_None);
+}
+
+static PyObject *
+host_get_freed(bc_HostAllocation *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->freed);
+}
+
+static PyObject *
+host_get_pagelocked(bc_HostAllocation *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->kind == BC_HOST_PINNED);
+}
+
+static PyObject *
+host_repr(bc_HostAllocation *self)
+{
+    return PyUnicode_FromFormat("<barecuda.driver.HostAllocation %p, %zu bytes, %s%s>", self->ptr,
+                                self->size, self->kind == BC_HOST_PINNED ? "page-locked" : "aligned",
+                                self->freed ? ", freed" : "");
+}
+
+static PyMethodDef host_methods[] = {
+    {"free", (PyCFunction)host_free, METH_NOARGS, host_free_doc},
+    {"get_device_pointer", (PyCFunction)host_get_device_pointer, METH_NOARGS,
+     host_get_device_pointer_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef host_getset[] = {
+    {"size", (getter)host_get_size, NULL, "Size in bytes.", NULL},
+    {"flags", (getter)host_get_flags, NULL, "The host_alloc_flags it was allocated with.", NULL},
+    {"address", (getter)host_get_address, NULL, "The host address as an int.", NULL},
+    {"context", (getter)host_get_context, NULL, "The Context it was allocated in (or None).", NULL},
+    {"freed", (getter)host_get_freed, NULL, "Whether free() was called.", NULL},
+    {"pagelocked", (getter)host_get_pagelocked, NULL, "Whether the memory is page-locked.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef host_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_HostAllocation, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(host_doc,
+"Host memory behind the arrays of pagelocked_*() (page-locked, cuMemHostAlloc)\n"
+"and aligned_*() (plain, aligned).  It is each array's .base and lives as long\n"
+"as the array.  Supports the buffer protocol.");
+
+static PyType_Slot host_slots[] = {
+    {Py_tp_dealloc, host_dealloc},
+    {Py_tp_traverse, host_traverse},
+    {Py_tp_repr, host_repr},
+    {Py_bf_getbuffer, host_getbuffer},
+    {Py_bf_releasebuffer, host_releasebuffer},
+    {Py_tp_methods, host_methods},
+    {Py_tp_getset, host_getset},
+    {Py_tp_members, host_members},
+    {Py_tp_doc, (void *)host_doc},
+    {0, NULL},
+};
+
+static PyType_Spec host_spec = {
+    .name = "barecuda.driver.HostAllocation",
+    .basicsize = sizeof(bc_HostAllocation),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = host_slots,
+};
+
+#define BC_HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | \
+                             CU_MEMHOSTALLOC_WRITECOMBINED)
+
+/* Pinned memory for spec as an array (consumes spec). */
+static PyObject *
+pinned_array(bc_State *st, array_spec *s, unsigned int flags, int zero)
+{
+    PyObject *out = NULL;
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        goto done;
+    size_t n = s->nbytes ? s->nbytes : 1;
+    void *ptr = NULL;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemHostAlloc(&ptr, n, flags);
+    if (rc == CUDA_SUCCESS && zero)
+        memset(ptr, 0, n);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemHostAlloc") < 0)
+        goto done;
+    bc_HostAllocation *h = PyObject_GC_New(bc_HostAllocation, (PyTypeObject *)st->HostAllocationType);
+    if (h == NULL) {
+        bc_drv.cuMemFreeHost(ptr);
+        goto done;
+    }
+    h->ptr = ptr;
+    h->size = s->nbytes;
+    h->flags = flags;
+    h->kind = BC_HOST_PINNED;
+    h->freed = 0;
+    h->exports = 0;
+    h->ctx = (bc_Context *)Py_NewRef(ctx);
+    h->weakreflist = NULL;
+    PyObject_GC_Track(h);
+    out = array_over(s, ptr, (PyObject *)h);
+done:
+    Py_XDECREF(ctx);
+    spec_clear(s);
+    return out;
+}
+
+static PyObject *
+pagelocked_common(PyObject *m, PyObject *args, PyObject *kwargs, const char *fn, int zero)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"shape", "dtype", "order", "mem_flags", NULL};
+    PyObject *shape, *dtype = NULL, *order = NULL, *oflags = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOO", kwlist, &shape, &dtype, &order, &oflags))
+        return NULL;
+    unsigned int flags = 0;
+    if (oflags != NULL && bc_arg_flags(oflags, "mem_flags", BC_HOST_ALLOC_FLAGS, &flags) < 0)
+        return NULL;
+    array_spec s;
+    if (spec_parse(fn, shape, dtype, order, &s) < 0)
+        return NULL;
+    return pinned_array(st, &s, flags, zero);
+}
+
+static PyObject *
+pagelocked_like_common(PyObject *m, PyObject *args, PyObject *kwargs, const char *fn, int zero)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"array", "mem_flags", NULL};
+    PyObject *like, *oflags = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", kwlist, &like, &oflags))
+        return NULL;
+    unsigned int flags = 0;
+    if (oflags != NULL && bc_arg_flags(oflags, "mem_flags", BC_HOST_ALLOC_FLAGS, &flags) < 0)
+        return NULL;
+    array_spec s;
+    if (spec_like(fn, like, NULL, &s) < 0)
+        return NULL;
+    return pinned_array(st, &s, flags, zero);
+}
+
+PyDoc_STRVAR(pagelocked_empty_doc,
+"pagelocked_empty(shape, dtype=None, order='C', mem_flags=0)\n--\n\n"
+"A NumPy array in page-locked host memory (cuMemHostAlloc with\n"
+"host_alloc_flags `mem_flags`); its .base is the HostAllocation.  dtype None\n"
+"means float64.");
+PyDoc_STRVAR(pagelocked_zeros_doc,
+"pagelocked_zeros(shape, dtype=None, order='C', mem_flags=0)\n--\n\n"
+"As pagelocked_empty(), filled with zeros.");
+PyDoc_STRVAR(pagelocked_empty_like_doc,
+"pagelocked_empty_like(array, mem_flags=0)\n--\n\n"
+"pagelocked_empty() with the shape, dtype and layout of `array`.");
+PyDoc_STRVAR(pagelocked_zeros_like_doc,
+"pagelocked_zeros_like(array, mem_flags=0)\n--\n\n"
+"pagelocked_zeros() with the shape, dtype and layout of `array`.");
+
+static PyObject *
+bc_pagelocked_empty(PyObject *m, PyObject *a, PyObject *k)
+{
+    return pagelocked_common(m, a, k, "pagelocked_empty", 0);
+}
+static PyObject *
+bc_pagelocked_zeros(PyObject *m, PyObject *a, PyObject *k)
+{
+    return pagelocked_common(m, a, k, "pagelocked_zeros", 1);
+}
+static PyObject *
+bc_pagelocked_empty_like(PyObject *m, PyObject *a, PyObject *k)
+{
+    return pagelocked_like_common(m, a, k, "pagelocked_empty_like", 0);
+}
+static PyObject *
+bc_pagelocked_zeros_like(PyObject *m, PyObject *a, PyObject *k)
+{
+    return pagelocked_like_common(m, a, k, "pagelocked_zeros_like", 1);
+}
+
+/* Plain aligned host memory for spec (consumes spec). */
+static PyObject *
+aligned_array(bc_State *st, array_spec *s, size_t alignment, int zero)
+{
+    void *ptr = NULL;
+    size_t n = s->nbytes ? s->nbytes : 1;
+    if (posix_memalign(&ptr, alignment, n) != 0) {
+        spec_clear(s);
+        return PyErr_NoMemory();
+    }
+    if (zero)
+        memset(ptr, 0, n);
+    bc_HostAllocation *h = PyObject_GC_New(bc_HostAllocation, (PyTypeObject *)st->HostAllocationType);
+    if (h == NULL) {
+        free(ptr);
+        spec_clear(s);
+        return NULL;
+    }
+    h->ptr = ptr;
+    h->size = s->nbytes;
+    h->flags = 0;
+    h->kind = BC_HOST_ALIGNED;
+    h->freed = 0;
+    h->exports = 0;
+    h->ctx = NULL;
+    h->weakreflist = NULL;
+    PyObject_GC_Track(h);
+    PyObject *out = array_over(s, ptr, (PyObject *)h);
+    spec_clear(s);
+    return out;
+}
+
+static int
+parse_alignment(const char *fn, PyObject *obj, size_t *out)
+{
+    *out = 4096;
+    if (obj == NULL)
+        return 0;
+    if (bc_arg_size(obj, "alignment", out) < 0)
+        return -1;
+    if (*out < sizeof(void *) || (*out & (*out - 1)) != 0) {
+        PyErr_Format(PyExc_ValueError, "%s(): alignment must be a power of two >= %d, got %zu", fn,
+                     (int)sizeof(void *), *out);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+aligned_common(PyObject *m, PyObject *args, PyObject *kwargs, const char *fn, int zero)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"shape", "dtype", "order", "alignment", NULL};
+    PyObject *shape, *dtype = NULL, *order = NULL, *oalign = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOO", kwlist, &shape, &dtype, &order, &oalign))
+        return NULL;
+    size_t alignment;
+    if (parse_alignment(fn, oalign, &alignment) < 0)
+        return NULL;
+    array_spec s;
+    if (spec_parse(fn, shape, dtype, order, &s) < 0)
+        return NULL;
+    return aligned_array(st, &s, alignment, zero);
+}
+
+PyDoc_STRVAR(aligned_empty_doc,
+"aligned_empty(shape, dtype=None, order='C', alignment=4096)\n--\n\n"
+"A NumPy array in plain host memory whose address is a multiple of\n"
+"`alignment` (a power of two); its .base (a HostAllocation) keeps it alive.");
+PyDoc_STRVAR(aligned_zeros_doc,
+"aligned_zeros(shape, dtype=None, order='C', alignment=4096)\n--\n\n"
+"As aligned_empty(), filled with zeros.");
+PyDoc_STRVAR(aligned_empty_like_doc,
+"aligned_empty_like(array, alignment=4096)\n--\n\n"
+"aligned_empty() with the shape, dtype and layout of `array`.");
+
+static PyObject *
+bc_aligned_empty(PyObject *m, PyObject *a, PyObject *k)
+{
+    return aligned_common(m, a, k, "aligned_empty", 0);
+}
+static PyObject *
+bc_aligned_zeros(PyObject *m, PyObject *a, PyObject *k)
+{
+    return aligned_common(m, a, k, "aligned_zeros", 1);
+}
+static PyObject *
+bc_aligned_empty_like(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"array", "alignment", NULL};
+    PyObject *like, *oalign = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", kwlist, &like, &oalign))
+        return NULL;
+    size_t alignment;
+    if (parse_alignment("aligned_empty_like", oalign, &alignment) < 0)
+        return NULL;
+    array_spec s;
+    if (spec_like("aligned_empty_like", like, NULL, &s) < 0)
+        return NULL;
+    return aligned_array(st, &s, alignment, 0);
+}
+
+/* ------------------------------------------------ registered host memory */
+
+typedef struct {
+    PyObject_HEAD
+    void *ptr;
+    size_t size;
+    unsigned int flags;
+    int registered;
+    int readonly;
+    PyObject *base;   /* the object whose memory is registered */
+    Py_buffer view;   /* held while registered, so the memory cannot move */
+    int has_view;
+    bc_Context *ctx;
+    PyObject *weakreflist;
+} bc_RegisteredHostMemory;
+
+static CUresult
+registered_release(bc_RegisteredHostMemory *self)
+{
+    CUresult rc = CUDA_SUCCESS;
+    if (!self->registered)
+        return rc;
+    self->registered = 0;
+    if (self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+        return rc;
+    int entered = bc_context_enter(self->ctx);
+    if (entered < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    rc = bc_drv.cuMemHostUnregister(self->ptr);
+    bc_context_leave(entered);
+    return rc;
+}
+
+static void
+registered_drop_view(bc_RegisteredHostMemory *self)
+{
+    if (self->has_view) {
+        self->has_view = 0;
+        PyBuffer_Release(&self->view);
+    }
+}
+
+static void
+registered_dealloc(bc_RegisteredHostMemory *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    if (self->registered)
+        bc_error_in_destructor(bc_state_of((PyObject *)self), registered_release(self),
+                               "cuMemHostUnregister", (PyObject *)self);
+    registered_drop_view(self);
+    Py_CLEAR(self->base);
+    Py_CLEAR(self->ctx);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int
+registered_traverse(bc_RegisteredHostMemory *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->base);
+    Py_VISIT(self->ctx);
+    return 0;
+}
+
+static int
+registered_getbuffer(bc_RegisteredHostMemory *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, (Py_ssize_t)self->size,
+                             self->readonly, flags);
+}
+
+PyDoc_STRVAR(unregister_doc,
+"unregister()\n--\n\n"
+"Unpin the memory now (idempotent); the arrays stay valid as ordinary memory.");
+
+static PyObject *
+registered_unregister(bc_RegisteredHostMemory *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = registered_release(self);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemHostUnregister") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+registered_get_device_pointer(bc_RegisteredHostMemory *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (!self->registered)
+        return bc_error_logic(st, "this RegisteredHostMemory was unregistered"), NULL;
+    if (bc_context_check_alive(st, self->ctx, "this RegisteredHostMemory") < 0)
+        return NULL;
+    return host_device_pointer(st, self->ptr);
+}
+
+static PyObject *
+registered_get_base(bc_RegisteredHostMemory *self, void *Py_UNUSED(c))
+{
+    return Py_NewRef(self->base);
+}
+
+static PyObject *
+registered_get_registered(bc_RegisteredHostMemory *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->registered);
+}
+
+static PyObject *
+registered_get_size(bc_RegisteredHostMemory *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromSize_t(self->size);
+}
+
+static PyObject *
+registered_get_flags(bc_RegisteredHostMemory *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLong(self->flags);
+}
+
+static PyObject *
+registered_get_address(bc_RegisteredHostMemory *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromVoidPtr(self->ptr);
+}
+
+static PyMethodDef registered_methods[] = {
+    {"unregister", (PyCFunction)registered_unregister, METH_NOARGS, unregister_doc},
+    {"get_device_pointer", (PyCFunction)registered_get_device_pointer, METH_NOARGS,
+     host_get_device_pointer_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef registered_getset[] = {
+    {"base", (getter)registered_get_base, NULL, "The object whose memory is registered.", NULL},
+    {"registered", (getter)registered_get_registered, NULL, "False after unregister().", NULL},
+    {"size", (getter)registered_get_size, NULL, "Size in bytes.", NULL},
+    {"flags", (getter)registered_get_flags, NULL, "The mem_host_register_flags used.", NULL},
+    {"address", (getter)registered_get_address, NULL, "The host address as an int.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef registered_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_RegisteredHostMemory, weakreflist), READONLY,
+     NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(registered_doc,
+"Host memory page-locked in place by register_host_memory(); the base of the\n"
+"array that function returns.  .base is the original object.");
+
+static PyType_Slot registered_slots[] = {
+    {Py_tp_dealloc, registered_dealloc},
+    {Py_tp_traverse, registered_traverse},
+    {Py_bf_getbuffer, registered_getbuffer},
+    {Py_tp_methods, registered_methods},
+    {Py_tp_getset, registered_getset},
+    {Py_tp_members, registered_members},
+    {Py_tp_doc, (void *)registered_doc},
+    {0, NULL},
+};
+
+static PyType_Spec registered_spec = {
+    .name = "barecuda.driver.RegisteredHostMemory",
+    .basicsize = sizeof(bc_RegisteredHostMemory),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = registered_slots,
+};
+
+#define BC_HOST_REGISTER_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | \
+                                CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)
+
+PyDoc_STRVAR(register_host_memory_doc,
+"register_host_memory(ary, flags=0)\n--\n\n"
+"Page-lock the memory of the contiguous array `ary` in place\n"
+"(cuMemHostRegister with mem_host_register_flags) and return a NumPy view of it\n"
+"whose .base is a RegisteredHostMemory; `ary` stays alive as its .base.");
+
+static PyObject *
+bc_register_host_memory(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"ary", "flags", NULL};
+    PyObject *obj, *oflags = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:register_host_memory", kwlist, &obj, &oflags))
+        return NULL;
+    unsigned int flags = 0;
+    if (oflags != NULL &&
+        bc_arg_flags(oflags, "register_host_memory(): flags", BC_HOST_REGISTER_FLAGS, &flags) < 0)
+        return NULL;
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "register_host_memory(): expected a NumPy array or another buffer, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyArrayObject *arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL);
+    if (arr == NULL)
+        return NULL;
+    bc_RegisteredHostMemory *self = NULL;
+    PyObject *out = NULL;
+    bc_Context *ctx = NULL;
+    if (!PyArray_IS_C_CONTIGUOUS(arr) && !PyArray_IS_F_CONTIGUOUS(arr)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "register_host_memory(): the array is not contiguous "
+                        "(use numpy.ascontiguousarray first)");
+        goto done;
+    }
+    if (PyArray_NBYTES(arr) == 0) {
+        PyErr_SetString(PyExc_ValueError, "register_host_memory(): the array is empty");
+        goto done;
+    }
+    ctx = bc_context_current(st);
+    if (ctx == NULL)
+        goto done;
+    self = PyObject_GC_New(bc_RegisteredHostMemory, (PyTypeObject *)st->RegisteredHostMemoryType);
+    if (self == NULL)
+        goto done;
+    self->registered = 0;
+    self->has_view = 0;
+    self->base = Py_NewRef(obj);
+    self->ctx = (bc_Context *)Py_NewRef(ctx);
+    self->weakreflist = NULL;
+    self->flags = flags;
+    self->readonly = !PyArray_ISWRITEABLE(arr);
+    PyObject_GC_Track(self);
+    if (PyObject_GetBuffer((PyObject *)arr, &self->view, PyBUF_ANY_CONTIGUOUS) < 0)
+        goto done;
+    self->has_view = 1;
+    self->ptr = self->view.buf;
+    self->size = (size_t)self->view.len;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemHostRegister(self->ptr, self->size, flags);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemHostRegister") < 0)
+        goto done;
+    self->registered = 1;
+    PyArray_Descr *descr = PyArray_DESCR(arr);
+    Py_INCREF(descr);
+    out = PyArray_NewFromDescr(&PyArray_Type, descr, PyArray_NDIM(arr), PyArray_DIMS(arr),
+                               PyArray_STRIDES(arr), PyArray_DATA(arr),
+                               PyArray_ISWRITEABLE(arr) ? NPY_ARRAY_WRITEABLE : 0, NULL);
+    if (out != NULL && PyArray_SetBaseObject((PyArrayObject *)out, Py_NewRef(self)) < 0)
+        Py_CLEAR(out);
+done:
+    Py_XDECREF(self);
+    Py_XDECREF(ctx);
+    Py_DECREF(arr);
+    return out;
+}
+
+/* --------------------------------------------------------- managed memory */
+
+static int
+managed_getbuffer(bc_DeviceAllocation *self, Py_buffer *view, int flags)
+{
+    if (allocation_usable(bc_state_of((PyObject *)self), self) < 0)
+        return -1;
+    return PyBuffer_FillInfo(view, (PyObject *)self, (void *)(uintptr_t)self->ptr,
+                             (Py_ssize_t)self->size, 0, flags);
+}
+
+PyDoc_STRVAR(managed_get_device_pointer_doc,
+"get_device_pointer()\n--\n\nThe device pointer of this managed memory (same as int()).");
+
+static PyObject *
+managed_get_device_pointer(bc_DeviceAllocation *self, PyObject *Py_UNUSED(ignored))
+{
+    return allocation_int(self);
+}
+
+PyDoc_STRVAR(attach_doc,
+"attach(mem_flags, stream=None)\n--\n\n"
+"Change which streams may access this memory (cuStreamAttachMemAsync with a\n"
+"mem_attach_flags value: GLOBAL, HOST or SINGLE for `stream`).");
+
+static PyObject *
+managed_attach(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    static char *kwlist[] = {"mem_flags", "stream", NULL};
+    PyObject *oflags, *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:attach", kwlist, &oflags, &stream))
+        return NULL;
+    long long f;
+    if (bc_arg_long(oflags, "attach(): mem_flags", 1, 4, &f) < 0)
+        return NULL;
+    if (f != CU_MEM_ATTACH_GLOBAL && f != CU_MEM_ATTACH_HOST && f != CU_MEM_ATTACH_SINGLE) {
+        PyErr_SetString(PyExc_ValueError, "attach(): mem_flags must be mem_attach_flags.GLOBAL, "
+                                          "HOST or SINGLE");
+        return NULL;
+    }
+    CUstream s;
+    if (allocation_usable(st, self) < 0 || bc_stream_convert(st, stream, &s) < 0)
+        return NULL;
+    int entered = bc_context_enter(self->ctx);
+    CUresult rc = bc_drv.cuStreamAttachMemAsync(s, self->ptr, 0, (unsigned int)f);
+    bc_context_leave(entered);
+    if (bc_check(st, rc, "cuStreamAttachMemAsync") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef managed_methods[] = {
+    {"free", (PyCFunction)(void (*)(void))allocation_free, METH_VARARGS | METH_KEYWORDS, free_doc},
+    {"get_device_pointer", (PyCFunction)managed_get_device_pointer, METH_NOARGS,
+     managed_get_device_pointer_doc},
+    {"attach", (PyCFunction)(void (*)(void))managed_attach, METH_VARARGS | METH_KEYWORDS,
+     attach_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(managed_doc,
+"Managed (unified) memory from managed_*() (cuMemAllocManaged): the .base of\n"
+"the NumPy array, usable as device memory (int() is its pointer) and through\n"
+"the buffer protocol on the host.");
+
+static PyType_Slot managed_slots[] = {
+    {Py_tp_dealloc, allocation_dealloc},
+    {Py_tp_traverse, allocation_traverse},
+    {Py_tp_repr, allocation_repr},
+    {Py_nb_int, allocation_int},
+    {Py_nb_index, allocation_int},
+    {Py_bf_getbuffer, managed_getbuffer},
+    {Py_tp_methods, managed_methods},
+    {Py_tp_getset, allocation_getset},
+    {Py_tp_members, allocation_members},
+    {Py_tp_doc, (void *)managed_doc},
+    {0, NULL},
+};
+
+static PyType_Spec managed_spec = {
+    .name = "barecuda.driver.ManagedAllocation",
+    .basicsize = sizeof(bc_DeviceAllocation),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = managed_slots,
+};
+
+static int
+parse_attach_flags(PyObject *obj, unsigned int *out)
+{
+    *out = CU_MEM_ATTACH_GLOBAL;
+    if (obj == NULL)
+        return 0;
+    long long f;
+    if (bc_arg_long(obj, "mem_flags", 0, 4, &f) < 0)
+        return -1;
+    if (f == 0)
+        f = CU_MEM_ATTACH_GLOBAL;
+    if (f != CU_MEM_ATTACH_GLOBAL && f != CU_MEM_ATTACH_HOST) {
+        PyErr_SetString(PyExc_ValueError,
+                        "mem_flags must be mem_attach_flags.GLOBAL or mem_attach_flags.HOST");
+        return -1;
+    }
+    *out = (unsigned int)f;
+    return 0;
+}
+
+static PyObject *
+managed_array(bc_State *st, array_spec *s, unsigned int flags, int zero)
+{
+    PyObject *out = NULL;
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        goto done;
+    size_t n = s->nbytes ? s->nbytes : 1;
+    CUdeviceptr ptr;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemAllocManaged(&ptr, n, flags);
+    if (rc == CUDA_SUCCESS && zero)
+        memset((void *)(uintptr_t)ptr, 0, n);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemAllocManaged") < 0)
+        goto done;
+    PyObject *base = allocation_wrap(st->ManagedAllocationType, ctx, ptr, n, BC_ALLOC_MANAGED, NULL,
+                                     NULL);
+    if (base == NULL) {
+        bc_drv.cuMemFree(ptr);
+        goto done;
+    }
+    out = array_over(s, (void *)(uintptr_t)ptr, base);
+done:
+    Py_XDECREF(ctx);
+    spec_clear(s);
+    return out;
+}
+
+static PyObject *
+managed_common(PyObject *m, PyObject *args, PyObject *kwargs, const char *fn, int zero)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"shape", "dtype", "order", "mem_flags", NULL};
+    PyObject *shape, *dtype = NULL, *order = NULL, *oflags = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOO", kwlist, &shape, &dtype, &order, &oflags))
+        return NULL;
+    unsigned int flags;
+    if (parse_attach_flags(oflags, &flags) < 0)
+        return NULL;
+    array_spec s;
+    if (spec_parse(fn, shape, dtype, order, &s) < 0)
+        return NULL;
+    return managed_array(st, &s, flags, zero);
+}
+
+static PyObject *
+managed_like_common(PyObject *m, PyObject *args, PyObject *kwargs, const char *fn, int zero)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"array", "mem_flags", NULL};
+    PyObject *like, *oflags = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", kwlist, &like, &oflags))
+        return NULL;
+    unsigned int flags;
+    if (parse_attach_flags(oflags, &flags) < 0)
+        return NULL;
+    array_spec s;
+    if (spec_like(fn, like, NULL, &s) < 0)
+        return NULL;
+    return managed_array(st, &s, flags, zero);
+}
+
+PyDoc_STRVAR(managed_empty_doc,
+"managed_empty(shape, dtype=None, order='C', mem_flags=0)\n--\n\n"
+"A NumPy array in managed memory (cuMemAllocManaged), reachable from host and\n"
+"device; its .base is the ManagedAllocation.  mem_flags: mem_attach_flags\n"
+"GLOBAL (also 0, the default) or HOST.  dtype None means float64.");
+PyDoc_STRVAR(managed_zeros_doc,
+"managed_zeros(shape, dtype=None, order='C', mem_flags=0)\n--\n\n"
+"As managed_empty(), filled with zeros.");
+PyDoc_STRVAR(managed_empty_like_doc,
+"managed_empty_like(array, mem_flags=0)\n--\n\n"
+"managed_empty() with the shape, dtype and layout of `array`.");
+PyDoc_STRVAR(managed_zeros_like_doc,
+"managed_zeros_like(array, mem_flags=0)\n--\n\n"
+"managed_zeros() with the shape, dtype and layout of `array`.");
+
+static PyObject *
+bc_managed_empty(PyObject *m, PyObject *a, PyObject *k)
+{
+    return managed_common(m, a, k, "managed_empty", 0);
+}
+static PyObject *
+bc_managed_zeros(PyObject *m, PyObject *a, PyObject *k)
+{
+    return managed_common(m, a, k, "managed_zeros", 1);
+}
+static PyObject *
+bc_managed_empty_like(PyObject *m, PyObject *a, PyObject *k)
+{
+    return managed_like_common(m, a, k, "managed_empty_like", 0);
+}
+static PyObject *
+bc_managed_zeros_like(PyObject *m, PyObject *a, PyObject *k)
+{
+    return managed_like_common(m, a, k, "managed_zeros_like", 1);
+}
+
+/* Address and size of memory named by a host buffer (a managed array) or by
+ * anything bc_pointer_convert takes. */
+static int
+span_of(bc_State *st, PyObject *obj, CUdeviceptr *ptr, size_t *size)
+{
+    if (!is_alloc_type(st, Py_TYPE(obj)) && PyObject_CheckBuffer(obj)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS) < 0)
+            return -1;
+        *ptr = (CUdeviceptr)(uintptr_t)view.buf;
+        *size = (size_t)view.len;
+        PyBuffer_Release(&view);
+        return 0;
+    }
+    return bc_pointer_convert(st, obj, ptr, size);
+}
+
+static int
+span_count(PyObject *onbytes, size_t known, const char *fn, size_t *count)
+{
+    if (onbytes == NULL || onbytes == Py_None) {
+        if (known == SIZE_MAX) {
+            PyErr_Format(PyExc_ValueError, "%s(): nbytes is needed for a bare pointer", fn);
+            return -1;
+        }
+        *count = known;
+        return 0;
+    }
+    if (bc_arg_size(onbytes, "nbytes", count) < 0)
+        return -1;
+    if (*count > known) {
+        PyErr_Format(PyExc_ValueError, "%s(): nbytes (%zu) exceeds the memory's %zu bytes", fn,
+                     *count, known);
+        return -1;
+    }
+    return 0;
+}
+
+/* A memory location: None (the current device), "host" or -1 (the host), a
+ * Device or a device ordinal. */
+static int
+location_of(bc_State *st, PyObject *obj, CUmemLocation *loc)
+{
+    int host = 0;
+    if (obj != NULL && PyUnicode_Check(obj))
+        host = PyUnicode_CompareWithASCIIString(obj, "host") == 0;
+    else if (obj != NULL && PyLong_Check(obj) && !PyBool_Check(obj)) {
+        host = PyLong_AsLong(obj) == CU_DEVICE_CPU;
+        PyErr_Clear();
+    }
+    if (host) {
+        loc->type = CU_MEM_LOCATION_TYPE_HOST;
+        loc->id = 0;
+        return 0;
+    }
+    if (obj != NULL && PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_ValueError, "device must be a Device, an ordinal or 'host', not %R", obj);
+        return -1;
+    }
+    CUdevice dev;
+    if (device_of(st, obj, &dev) < 0)
+        return -1;
+    loc->type = CU_MEM_LOCATION_TYPE_DEVICE;
+    loc->id = (int)dev;
+    return 0;
+}
+
+PyDoc_STRVAR(mem_prefetch_async_doc,
+"mem_prefetch_async(mem, nbytes=None, device=None, stream=None)\n--\n\n"
+"Migrate managed memory (a managed array, a ManagedAllocation or a pointer) to\n"
+"`device` (a Device or ordinal; None: the current one; 'host' or -1: the host)\n"
+"in order on `stream` (cuMemPrefetchAsync).  `nbytes` defaults to the whole.");
+
+static PyObject *
+bc_mem_prefetch_async(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"mem", "nbytes", "device", "stream", NULL};
+    PyObject *mem, *onbytes = NULL, *device = NULL, *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOO:mem_prefetch_async", kwlist, &mem,
+                                     &onbytes, &device, &stream))
+        return NULL;
+    CUdeviceptr ptr;
+    size_t known, count;
+    CUmemLocation loc;
+    CUstream s;
+    if (span_of(st, mem, &ptr, &known) < 0 ||
+        span_count(onbytes, known, "mem_prefetch_async", &count) < 0 ||
+        require_context(st) < 0 || location_of(st, device, &loc) < 0 ||
+        bc_stream_convert(st, stream, &s) < 0)
+        return NULL;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemPrefetchAsync(ptr, count, loc, 0, s);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuMemPrefetchAsync") < 0 || bc_stream_keep_alive(st, stream, mem) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(mem_advise_doc,
+"mem_advise(mem, nbytes, advice, device=None)\n--\n\n"
+"Advise the driver about managed memory (cuMemAdvise): `advice` is a\n"
+"mem_advise value, `device` a Device, ordinal, None (current) or 'host'.\n"
+"`nbytes` None means the whole of `mem`.");
+
+static PyObject *
+bc_mem_advise(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"mem", "nbytes", "advice", "device", NULL};
+    PyObject *mem, *onbytes, *oadvice, *device = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O:mem_advise", kwlist, &mem, &onbytes,
+                                     &oadvice, &device))
+        return NULL;
+    long long advice;
+    if (bc_arg_long(oadvice, "mem_advise(): advice", CU_MEM_ADVISE_SET_READ_MOSTLY,
+                    CU_MEM_ADVISE_UNSET_ACCESSED_BY, &advice) < 0)
+        return NULL;
+    CUdeviceptr ptr;
+    size_t known, count;
+    CUmemLocation loc;
+    if (span_of(st, mem, &ptr, &known) < 0 ||
+        span_count(onbytes, known, "mem_advise", &count) < 0 || require_context(st) < 0 ||
+        location_of(st, device, &loc) < 0)
+        return NULL;
+    CUresult rc = bc_drv.cuMemAdvise(ptr, count, (CUmem_advise)advice, loc);
+    if (bc_check(st, rc, "cuMemAdvise") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------ pointer attributes */
+
+PyDoc_STRVAR(pointer_get_attributes_doc,
+"pointer_get_attributes(ptr)\n--\n\n"
+"What the driver knows about a pointer (cuPointerGetAttributes), as a dict:\n"
+"memory_type (a memorytype value, None for memory unknown to CUDA),\n"
+"device_ordinal, context (a Context or None), is_managed, mapped,\n"
+"device_pointer, host_pointer, range_start, range_size, buffer_id.\n"
+"`ptr` is device memory (anything a copy takes) or a host buffer.");
+
+static PyObject *
+bc_pointer_get_attributes(PyObject *m, PyObject *arg)
+{
+    bc_State *st = bc_state_from_module(m);
+    CUdeviceptr ptr;
+    size_t known;
+    if (span_of(st, arg, &ptr, &known) < 0 || require_context(st) < 0)
+        return NULL;
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_CONTEXT,         CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_MAPPED,          CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+        CU_POINTER_ATTRIBUTE_HOST_POINTER,    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,      CU_POINTER_ATTRIBUTE_BUFFER_ID,
+    };
+    enum { N = sizeof attrs / sizeof attrs[0] };
+    unsigned long long slots[N];
+    void *data[N];
+    memset(slots, 0, sizeof slots);
+    for (int i = 0; i < N; i++)
+        data[i] = &slots[i];
+    slots[1] = (unsigned long long)-1; /* device ordinal: -1 unless written */
+    if (bc_check(st, bc_drv.cuPointerGetAttributes(N, attrs, data, ptr), "cuPointerGetAttributes") < 0)
+        return NULL;
+    unsigned int memtype;
+    int ordinal;
+    CUcontext cctx;
+    memcpy(&memtype, &slots[0], sizeof memtype);
+    memcpy(&ordinal, &slots[1], sizeof ordinal);
+    memcpy(&cctx, &slots[2], sizeof cctx);
+    PyObject *ctx = NULL;
+    if (cctx != NULL) {
+        ctx = (PyObject *)bc_context_wrap(st, cctx);
+        if (ctx == NULL)
+            return NULL;
+    }
+    else
+        ctx = Py_NewRef(Py_None);
+    PyObject *mt = memtype ? PyLong_FromUnsignedLong(memtype) : Py_NewRef(Py_None);
+    PyObject *ord = (memtype && ordinal >= 0) ? PyLong_FromLong(ordinal) : Py_NewRef(Py_None);
+    PyObject *out = Py_BuildValue(
+        "{sNsNsNsNsNsKsKsKsKsK}", "memory_type", mt, "device_ordinal", ord, "context", ctx,
+        "is_managed", PyBool_FromLong(slots[3] != 0), "mapped", PyBool_FromLong(slots[4] != 0),
+        "device_pointer", slots[5], "host_pointer", slots[6], "range_start", slots[7],
+        "range_size", slots[8], "buffer_id", slots[9]);
+    return out;
+}
+
+/* ------------------------------------------------------------------ setup */
+
 static PyMethodDef memory_methods[] = {
     {"mem_alloc", bc_mem_alloc, METH_O, mem_alloc_doc},
+    {"mem_alloc_pitch", (PyCFunction)(void (*)(void))bc_mem_alloc_pitch,
+     METH_VARARGS | METH_KEYWORDS, mem_alloc_pitch_doc},
     {"mem_get_info", bc_mem_get_info, METH_NOARGS, mem_get_info_doc},
+    {"mem_alloc_async", (PyCFunction)(void (*)(void))bc_mem_alloc_async,
+     METH_VARARGS | METH_KEYWORDS, mem_alloc_async_doc},
+    {"mem_get_ipc_handle", bc_mem_get_ipc_handle, METH_O, mem_get_ipc_handle_doc},
+    {"_pooled_allocation", bc_pooled_allocation, METH_VARARGS, pooled_allocation_doc},
+#define BC_KW(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_VARARGS | METH_KEYWORDS, doc}
+    BC_KW("pagelocked_empty", bc_pagelocked_empty, pagelocked_empty_doc),
+    BC_KW("pagelocked_zeros", bc_pagelocked_zeros, pagelocked_zeros_doc),
+    BC_KW("pagelocked_empty_like", bc_pagelocked_empty_like, pagelocked_empty_like_doc),
+    BC_KW("pagelocked_zeros_like", bc_pagelocked_zeros_like, pagelocked_zeros_like_doc),
+    BC_KW("aligned_empty", bc_aligned_empty, aligned_empty_doc),
+    BC_KW("aligned_zeros", bc_aligned_zeros, aligned_zeros_doc),
+    BC_KW("aligned_empty_like", bc_aligned_empty_like, aligned_empty_like_doc),
+    BC_KW("register_host_memory", bc_register_host_memory, register_host_memory_doc),
+    BC_KW("managed_empty", bc_managed_empty, managed_empty_doc),
+    BC_KW("managed_zeros", bc_managed_zeros, managed_zeros_doc),
+    BC_KW("managed_empty_like", bc_managed_empty_like, managed_empty_like_doc),
+    BC_KW("managed_zeros_like", bc_managed_zeros_like, managed_zeros_like_doc),
+    BC_KW("mem_prefetch_async", bc_mem_prefetch_async, mem_prefetch_async_doc),
+    BC_KW("mem_advise", bc_mem_advise, mem_advise_doc),
+#undef BC_KW
+    {"pointer_get_attributes", bc_pointer_get_attributes, METH_O, pointer_get_attributes_doc},
     {NULL, NULL, 0, NULL},
 };
 
 int
 bc_memory_setup(PyObject *m, bc_State *st)
 {
-    if (bc_add_type(m, &allocation_spec, NULL, &st->DeviceAllocationType) < 0)
+    if (bc_add_type(m, &allocation_spec, NULL, &st->DeviceAllocationType) < 0 ||
+        bc_add_type(m, &managed_spec, NULL, &st->ManagedAllocationType) < 0 ||
+        bc_add_type(m, &ipc_spec, NULL, &st->IPCMemoryHandleType) < 0 ||
+        bc_add_type(m, &pooled_spec, NULL, &st->PooledAllocationType) < 0 ||
+        bc_add_type(m, &mempool_spec, NULL, &st->MemPoolType) < 0 ||
+        bc_add_type(m, &host_spec, NULL, &st->HostAllocationType) < 0 ||
+        bc_add_type(m, &registered_spec, NULL, &st->RegisteredHostMemoryType) < 0)
         return -1;
     return PyModule_AddFunctions(m, memory_methods);
 }

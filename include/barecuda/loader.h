@@ -40,7 +40,7 @@
     X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent)                \
     X(cuLaunchHostFunc) X(cuStreamGetPriority) X(cuStreamGetFlags)              \
     X(cuStreamGetCtx) X(cuStreamBeginCapture) X(cuStreamEndCapture)             \
-    X(cuStreamIsCapturing)                                                      \
+    X(cuStreamIsCapturing) X(cuStreamAttachMemAsync)                            \
     X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)   \
     X(cuEventQuery) X(cuEventElapsedTime) X(cuIpcGetEventHandle)                \
     X(cuIpcOpenEventHandle)                                                     \

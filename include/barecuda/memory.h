@@ -10,25 +10,61 @@
 enum bc_alloc_kind {
     BC_ALLOC_DEVICE,  /* cuMemAlloc / cuMemAllocPitch: cuMemFree */
     BC_ALLOC_ASYNC,   /* cuMemAllocFromPoolAsync: cuMemFreeAsync on `stream` */
-    BC_ALLOC_MANAGED, /* cuMemAllocManaged: cuMemFree */
-    BC_ALLOC_IPC,     /* cuIpcOpenMemHandle: cuIpcCloseMemHandle */
+    BC_ALLOC_MANAGED, /* cuMemAllocManaged: cuMemFree (type ManagedAllocation) */
+    BC_ALLOC_IPC,     /* cuIpcOpenMemHandle: cuIpcCloseMemHandle (type IPCMemoryHandle) */
 };
 
+/* DeviceAllocation, ManagedAllocation and IPCMemoryHandle share this layout. */
 typedef struct {
     PyObject_HEAD
     CUdeviceptr ptr;
     size_t size;
     bc_Context *ctx;
-    PyObject *stream; /* BC_ALLOC_ASYNC: the Stream it is freed on (or None) */
+    PyObject *stream;       /* BC_ALLOC_ASYNC: the stream object it is freed on (or NULL) */
+    CUstream stream_handle; /* BC_ALLOC_ASYNC: its handle, taken at allocation */
     int kind;
     int freed;
     PyObject *weakreflist;
 } bc_DeviceAllocation;
 
-/* Device pointer of a kernel/copy argument: a DeviceAllocation (not freed), an
- * object with `gpudata` or __cuda_array_interface__, or a non-negative int.
+/* A block of a tools.DeviceMemoryPool handed out to a user. */
+typedef struct {
+    PyObject_HEAD
+    CUdeviceptr ptr;
+    size_t size;     /* bytes asked for (the block may be larger) */
+    PyObject *block; /* the DeviceAllocation held by the pool */
+    PyObject *pool;  /* its `_return_block(block)` takes the block back */
+    int freed;
+    PyObject *weakreflist;
+} bc_PooledAllocation;
+
+enum bc_host_kind {
+    BC_HOST_PINNED,  /* cuMemHostAlloc: cuMemFreeHost */
+    BC_HOST_ALIGNED, /* posix_memalign: free */
+};
+
+/* Host memory: pagelocked_* (pinned) and aligned_* (plain) arrays' base object. */
+typedef struct {
+    PyObject_HEAD
+    void *ptr;
+    size_t size;
+    unsigned int flags; /* host_alloc_flags given to cuMemHostAlloc */
+    int kind;
+    int freed;
+    Py_ssize_t exports; /* live buffer exports (free() refuses while any) */
+    bc_Context *ctx;    /* NULL for aligned memory */
+    PyObject *weakreflist;
+} bc_HostAllocation;
+
+/* Device pointer of a kernel/copy argument: a DeviceAllocation (not freed), a
+ * ManagedAllocation, an IPCMemoryHandle, a pooled allocation, an int or an object
+ * with __index__, or an object with `gpudata` or __cuda_array_interface__.
  * 0 on success, -1 with TypeError/LogicError set.  *size_out (may be NULL) gets
  * the bytes known to be addressable from the pointer, or SIZE_MAX if unknown. */
 int bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_out);
+
+/* The Context of the memory behind obj when it is one of our allocation types
+ * (borrowed), else NULL without an exception. */
+bc_Context *bc_pointer_context(bc_State *st, PyObject *obj);
 
 #endif
