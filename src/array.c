@@ -940,6 +940,17 @@ linear_copy_args(bc_State *st, PyObject *ary, PyObject *index, const char *fn, b
     return 0;
 }
 
+/* Replace the buffer protocol's error (TypeError, BufferError) by a clear TypeError. */
+static PyObject *
+buffer_error(const char *msg, PyObject *obj)
+{
+    if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s, not %.100s", msg, Py_TYPE(obj)->tp_name);
+    }
+    return NULL;
+}
+
 static CUresult
 linear_copy(bc_Array *a, int to_array, size_t offset, void *buf, size_t n)
 {
@@ -971,7 +982,7 @@ bc_memcpy_htoa(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[2], &view, PyBUF_ANY_CONTIGUOUS) < 0)
-        return NULL;
+        return buffer_error("memcpy_htoa(): src must be a contiguous host buffer", args[2]);
     if (offset > total || (size_t)view.len > total - offset) {
         PyErr_Format(PyExc_ValueError,
                      "memcpy_htoa(): %zd bytes at offset %zu run past the array's %zu bytes",
@@ -1011,7 +1022,8 @@ bc_memcpy_atoh(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE) < 0)
-        return NULL;
+        return buffer_error("memcpy_atoh(): dest must be a writable contiguous host buffer",
+                            args[0]);
     if (offset > total || (size_t)view.len > total - offset) {
         PyErr_Format(PyExc_ValueError,
                      "memcpy_atoh(): %zd bytes at offset %zu run past the array's %zu bytes",

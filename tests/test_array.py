@@ -438,8 +438,13 @@ def test_memcpy_htoa_atoh(ctx, rng):
         drv.memcpy_atoh(np.empty(65, np.float32), ary, 0)
     with pytest.raises(ValueError, match="index must not be negative"):
         drv.memcpy_atoh(out, ary, -4)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="dest must be a writable contiguous host buffer, not "
+                                        "bytes"):
         drv.memcpy_atoh(b"readonly" * 32, ary, 0)
+    with pytest.raises(TypeError, match="src must be a contiguous host buffer, not list"):
+        drv.memcpy_htoa(ary, 0, [1.0, 2.0])
+    with pytest.raises(TypeError, match="src must be a contiguous host buffer"):
+        drv.memcpy_htoa(ary, 0, np.zeros((4, 4), np.float32)[:, ::2])
 
 
 @pytest.mark.gpu

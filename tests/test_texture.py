@@ -174,6 +174,17 @@ def address(k, n, mode):
 
 # ------------------------------------------------------------------ helpers
 
+def aligned_dev(ctx, a):
+    """(keep-alive allocation, pointer) of a copy of `a` at TEXTURE_ALIGNMENT; the pointer
+    is the allocation itself when mem_alloc already aligns that much."""
+    align = ctx.device.get_attribute(drv.device_attribute.TEXTURE_ALIGNMENT)
+    a = np.ascontiguousarray(a)
+    mem = drv.mem_alloc(a.nbytes + align)
+    off = (-int(mem)) % align
+    drv.memcpy_htod(int(mem) + off, a)
+    return mem, (mem if off == 0 else int(mem) + off)
+
+
 def to_dev(a):
     a = np.ascontiguousarray(a)
     mem = drv.mem_alloc(max(a.nbytes, 1))
@@ -321,9 +332,10 @@ def test_point_filtering_and_1d(ctx, rng, mod):
     v = rng.standard_normal(50).astype(np.float32)
     ary = drv.np_to_array(v)
     point = drv.TextureObject(ary)
-    xs = rng.uniform(0, 50, 1000).astype(np.float32)
+    ks = rng.integers(-3, 53, 1000)
+    xs = (ks + rng.uniform(0.05, 0.95, ks.size)).astype(np.float32)  # away from texel edges
     got = launch(mod.get_function("sample1d"), xs.size, point, to_dev(xs))
-    np.testing.assert_array_equal(got, v[np.clip(np.floor(xs).astype(int), 0, 49)])
+    np.testing.assert_array_equal(got, v[np.clip(ks, 0, 49)])
     lin = drv.TextureObject(ary, filter_mode="linear")
     xs = rng.uniform(-3, 53, 1000).astype(np.float32)
     got = launch(mod.get_function("sample1d"), xs.size, lin, to_dev(xs))
@@ -465,19 +477,19 @@ def test_layered_1d_texture(ctx, rng, mod):
 
 @pytest.mark.gpu
 def test_from_linear_fetch(ctx, rng, mod):
-    align = ctx.device.get_attribute(drv.device_attribute.TEXTURE_ALIGNMENT)
     v = rng.standard_normal(1000).astype(np.float32)
-    mem = to_dev(v)
-    assert int(mem) % align == 0, "mem_alloc is expected to honour TEXTURE_ALIGNMENT"
-    tex = drv.TextureObject.from_linear(mem, v.nbytes, AF.FLOAT)
-    assert tex.resource is mem
+    keep, ptr = aligned_dev(ctx, v)
+    tex = drv.TextureObject.from_linear(ptr, v.nbytes, AF.FLOAT)
+    assert tex.resource is ptr
     got = launch(mod.get_function("fetch1d"), v.size, tex)
     np.testing.assert_array_equal(got, v)
     iv = rng.integers(-1000, 1000, 500, dtype=np.int32)
-    itex = drv.TextureObject.from_linear(to_dev(iv), iv.nbytes, format=AF.SIGNED_INT32,
+    ikeep, iptr = aligned_dev(ctx, iv)
+    itex = drv.TextureObject.from_linear(iptr, iv.nbytes, format=AF.SIGNED_INT32,
                                          num_channels=1)
     got = launch(mod.get_function("fetch1d_int"), iv.size, itex, dtype=np.int32)
     np.testing.assert_array_equal(got, iv)
+    mem = drv.mem_alloc(4000)
     with pytest.raises(ValueError, match="nbytes 8000 exceeds the 4000 bytes"):
         drv.TextureObject.from_linear(mem, 8000, AF.FLOAT)
 
@@ -488,12 +500,13 @@ def test_from_pitch2d_bilinear(ctx, rng, mod):
     img = rng.random((h, w), dtype=np.float32)
     padded = np.zeros((h, pitch_elems), np.float32)
     padded[:, :w] = img
-    mem = to_dev(padded)
-    tex = drv.TextureObject.from_pitch2d(mem, w, h, pitch_elems * 4, AF.FLOAT,
+    keep, ptr = aligned_dev(ctx, padded)
+    tex = drv.TextureObject.from_pitch2d(ptr, w, h, pitch_elems * 4, AF.FLOAT,
                                          filter_mode="linear")
     xs, ys = random_points(rng, 3000, w, h)
     got = launch(mod.get_function("sample2d"), xs.size, tex, to_dev(xs), to_dev(ys))
     np.testing.assert_allclose(got, bilinear(img, xs, ys), atol=1e-2, rtol=1e-2)
+    mem = drv.mem_alloc(padded.nbytes)
     with pytest.raises(ValueError, match="the image needs 10176 bytes, the memory holds 5120"):
         drv.TextureObject.from_pitch2d(mem, w, h * 2, pitch_elems * 4, AF.FLOAT)
 
