@@ -62,13 +62,16 @@ REPEATS = 21
 WARMUP = 3
 
 
-def _median(fn, repeats=REPEATS):
+def _median(fn, repeats=None):
+    repeats = REPEATS if repeats is None else repeats
     for _ in range(WARMUP):
         fn()
     return statistics.median(fn() for _ in range(repeats))
 
 
-def _loop(call, sync, n=N):
+def _loop(call, sync, n=None):
+    n = N if n is None else n
+
     def once():
         sync()
         t0 = time.perf_counter()
@@ -121,11 +124,18 @@ def run():
     # __call__ on the default stream vs cuLaunchKernel in a C loop
     for n, f in funcs.items():
         args = _args(n, a, b)
-        floor = _median(lambda: _driver._bench_launch(f, GRID, BLOCK, args, N, "enqueue"))
+        floor = _median(lambda f=f, args=args: _driver._bench_launch(f, GRID, BLOCK, args, N,
+                                                                    "enqueue"))
         floors[n] = floor
 
-        def call(f=f, args=args):
-            f(*args, block=BLOCK, grid=GRID)
+        if n == 4:      # written out as users write it: no *args tuple in the loop
+            a0, a1, a2, a3 = args
+
+            def call(f=f, a0=a0, a1=a1, a2=a2, a3=a3, block=BLOCK, grid=GRID):
+                f(a0, a1, a2, a3, block=block, grid=grid)
+        else:
+            def call(f=f, args=args, block=BLOCK, grid=GRID):
+                f(*args, block=block, grid=grid)
         value = _median(_loop(call, ctx_sync))
         rows.append(_row(f"launch __call__, empty kernel, {n} args", value, floor,
                          target=1.15 if n == 4 else None))
@@ -135,8 +145,14 @@ def run():
         f.prepare(_prepared_sig(n))
         pargs = _prepared_args(n, a, b)
 
-        def pcall(f=f, pargs=pargs):
-            f.prepared_call(GRID, BLOCK, *pargs)
+        if n == 4:
+            p0, p1, p2, p3 = pargs
+
+            def pcall(call=f.prepared_call, p0=p0, p1=p1, p2=p2, p3=p3, grid=GRID, block=BLOCK):
+                call(grid, block, p0, p1, p2, p3)
+        else:
+            def pcall(call=f.prepared_call, pargs=pargs, grid=GRID, block=BLOCK):
+                call(grid, block, *pargs)
         value = _median(_loop(pcall, ctx_sync))
         rows.append(_row(f"launch prepared_call, {n} args", value, floors[n],
                          target=1.08 if n == 4 else None))
@@ -145,8 +161,10 @@ def run():
     pargs4 = _prepared_args(4, a, b)
     sfloor = _median(lambda: _driver._bench_launch(f4, GRID, BLOCK, args4, N, "enqueue", stream))
 
-    def acall():
-        f4.prepared_async_call(GRID, BLOCK, stream, *pargs4)
+    p0, p1, p2, p3 = pargs4
+
+    def acall(call=f4.prepared_async_call, grid=GRID, block=BLOCK, stream=stream):
+        call(grid, block, stream, p0, p1, p2, p3)
     value = _median(_loop(acall, stream.synchronize))
     rows.append(_row("launch prepared_async_call on a Stream, 4 args", value, sfloor,
                      target=1.08))
@@ -158,8 +176,9 @@ def run():
         for release in (False, True):
             _driver._launch_release_gil(release)
 
-            def call4():
-                f4(*args4, block=BLOCK, grid=GRID)
+            def call4(f=f4, a0=args4[0], a1=args4[1], a2=args4[2], a3=args4[3], block=BLOCK,
+                      grid=GRID):
+                f(a0, a1, a2, a3, block=block, grid=grid)
             per_mode[release] = _median(_loop(call4, ctx_sync))
     finally:
         _driver._launch_release_gil(default)
@@ -188,8 +207,8 @@ def run():
     gexec.upload(stream)
     gfloor = _median(lambda: _driver._bench_graph_launch(gexec, stream, N))
 
-    def replay():
-        gexec.launch(stream)
+    def replay(launch=gexec.launch, stream=stream):
+        launch(stream)
     value = _median(_loop(replay, stream.synchronize))
     rows.append(_row("graph replay (1 kernel node), GraphExec.launch", value, gfloor,
                      vs="C floor (cuGraphLaunch loop)", target=1.08))
