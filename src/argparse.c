@@ -3,6 +3,8 @@
  * with the messages users see for wrong types, negative and huge values. */
 #include "barecuda/argparse.h"
 
+#include <stdio.h>
+
 static int
 require_int(PyObject *arg, const char *what)
 {
@@ -67,8 +69,9 @@ bc_arg_flags(PyObject *arg, const char *what, unsigned int allowed, unsigned int
     if (bc_arg_long(arg, what, 0, 0xFFFFFFFFLL, &v) < 0)
         return -1;
     if ((unsigned long long)v & ~(unsigned long long)allowed) {
-        PyErr_Format(PyExc_ValueError, "%s: unknown bits 0x%llx (allowed: 0x%x)", what,
-                     (unsigned long long)v & ~(unsigned long long)allowed, allowed);
+        char bits[32];
+        snprintf(bits, sizeof bits, "0x%llx", (unsigned long long)v & ~(unsigned long long)allowed);
+        PyErr_Format(PyExc_ValueError, "%s: unknown bits %s (allowed: 0x%x)", what, bits, allowed);
         return -1;
     }
     *out = (unsigned int)v;
