@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""Benchmark section: the array layer (ElementwiseKernel, ReductionKernel, GPUArray).
+
+- ElementwiseKernel axpy ``z = a*x + y`` on 2^28 float32 against a hand-written
+  grid-stride kernel compiled and launched through barecuda (ratio = hand time /
+  ours; target >= 0.98), GB/s counting three arrays.
+- ReductionKernel sum and ``gpuarray.sum`` on 2^28 float32: GB/s read, against CuPy's
+  ``sum`` (ratio = CuPy time / ours; target >= 0.95) and against the device-to-device
+  copy bandwidth (read + write GB/s of memcpy_dtod; target >= 0.85).
+- ``a + b`` and ``sum`` on 1000 float32: microseconds per op (host loop of enqueues
+  plus the final synchronize), ratio = CuPy time / ours (target >= 1/0.6 = 1.67).
+- ``to_gpu`` of 256 MiB pageable against ``cupy.asarray``; ``get()`` GB/s.
+Device work is timed with events, host-side loops with perf_counter; medians of
+rounds after a warm-up.
+"""
+
+import statistics
+import time
+
+import numpy as np
+
+N_BIG = 1 << 28
+N_SMALL = 1000
+ROUNDS = 7
+
+
+def _row(name, value, unit, ratio=None, vs=None, note=None):
+    return {"name": name, "value": value, "unit": unit, "ratio": ratio, "vs": vs, "note": note}
+
+
+def _events_time(fn, drv, reps=5):
+    """Median seconds of fn() measured with events (after one warm-up call)."""
+    fn()
+    start, stop = drv.Event(), drv.Event()
+    times = []
+    for _ in range(ROUNDS):
+        start.record()
+        for _ in range(reps):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(stop.time_since(start) / 1e3 / reps)
+    return statistics.median(times)
+
+
+def _host_loop_time(fn, sync, iterations=2000):
+    fn()
+    sync()
+    times = []
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        for _ in range(iterations):
+            fn()
+        sync()
+        times.append((time.perf_counter() - t0) / iterations)
+    return statistics.median(times)
+
+
+_HAND = r"""
+extern "C" __global__ void hand_axpy(float a, const float *x, const float *y, float *z, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        z[i] = a * x[i] + y[i];
+}
+"""
+
+
+def _cupy():
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+        return cupy
+    except Exception:  # noqa: BLE001 - CuPy is optional
+        return None
+
+
+def run():
+    from barecuda import driver as drv
+    from barecuda import gpuarray
+    from barecuda.compiler import SourceModule
+    from barecuda.elementwise import BLOCK, ElementwiseKernel, grid_for
+    from barecuda.reduction import ReductionKernel
+    from barecuda.tools import make_default_context
+
+    ctx = drv.Context.get_current() or make_default_context()
+    rows = []
+    rng = np.random.default_rng(0)
+    cp = _cupy()
+
+    # ---- elementwise axpy vs hand-written grid-stride kernel
+    x = gpuarray.to_gpu(rng.random(N_BIG, dtype=np.float32))
+    y = gpuarray.to_gpu(rng.random(N_BIG, dtype=np.float32))
+    z = gpuarray.empty(N_BIG, np.float32)
+    axpy = ElementwiseKernel("float a, float *x, float *y, float *z", "z[i] = a * x[i] + y[i]", "axpy")
+    hand = SourceModule(_HAND, no_extern_c=True).get_function("hand_axpy")
+    hand.prepare("fPPPi")
+    grid = grid_for(N_BIG)
+    t_ours = _events_time(lambda: axpy(2.0, x, y, z), drv)
+    t_hand = _events_time(lambda: hand.prepared_async_call((grid, 1, 1), (BLOCK, 1, 1), None, 2.0,
+                                                           x.ptr, y.ptr, z.ptr, N_BIG), drv)
+    np_check = (z[:4].get(), 2 * x[:4].get() + y[:4].get())
+    ok = np.allclose(*np_check)
+    gbs = 3 * 4 * N_BIG / t_ours / 1e9
+    rows.append(_row("ElementwiseKernel axpy 2^28 f32", gbs, "GB/s", t_hand / t_ours,
+                     "hand-written grid-stride kernel", None if ok else "WRONG RESULT"))
+
+    # ---- device-to-device copy bandwidth
+    t_copy = _events_time(lambda: drv.memcpy_dtod(z.ptr, x.ptr, 4 * N_BIG), drv)
+    copy_gbs = 2 * 4 * N_BIG / t_copy / 1e9
+    rows.append(_row("memcpy_dtod 2^28 f32", copy_gbs, "GB/s", None, None, "read + write"))
+
+    # ---- reductions
+    rk = ReductionKernel(np.float32, "0", "a+b", "x[i]", "float *x", name="bench_sum")
+    t_rk = _events_time(lambda: rk(x), drv)
+    t_gs = _events_time(lambda: gpuarray.sum(x), drv)
+    ref = float(np.sum(x.get(), dtype=np.float64))
+    got = float(gpuarray.sum(x).get())
+    ok = abs(got - ref) <= 1e-3 * abs(ref)
+    rk_gbs = 4 * N_BIG / t_rk / 1e9
+    gs_gbs = 4 * N_BIG / t_gs / 1e9
+    t_cp = None
+    if cp is not None:
+        xc = cp.asarray(x.get())
+        t_cp = _events_time(lambda: xc.sum(), drv)
+        del xc
+    for name, t, g in (("ReductionKernel sum 2^28 f32", t_rk, rk_gbs), ("gpuarray.sum 2^28 f32", t_gs, gs_gbs)):
+        rows.append(_row(name, g, "GB/s", g / copy_gbs, "device-to-device copy GB/s",
+                         None if ok else "WRONG RESULT"))
+        if t_cp is not None:
+            rows.append(_row(name + " vs CuPy", g, "GB/s", t_cp / t, "cupy sum (CUB)"))
+    del x, y, z
+
+    # ---- small ops
+    a = gpuarray.to_gpu(rng.random(N_SMALL, dtype=np.float32))
+    b = gpuarray.to_gpu(rng.random(N_SMALL, dtype=np.float32))
+    t_add = _host_loop_time(lambda: a + b, drv.Context.synchronize)
+    t_sum = _host_loop_time(lambda: a.sum(), drv.Context.synchronize)
+    if cp is not None:
+        ac, bc = cp.asarray(a.get()), cp.asarray(b.get())
+        sync = cp.cuda.Device().synchronize
+        c_add = _host_loop_time(lambda: ac + bc, sync)
+        c_sum = _host_loop_time(lambda: ac.sum(), sync)
+        rows.append(_row("a + b 1000 f32", t_add * 1e6, "us/op", c_add / t_add, "cupy (target >= 1.67)"))
+        rows.append(_row("sum 1000 f32", t_sum * 1e6, "us/op", c_sum / t_sum, "cupy (target >= 1.67)"))
+    else:
+        rows.append(_row("a + b 1000 f32", t_add * 1e6, "us/op"))
+        rows.append(_row("sum 1000 f32", t_sum * 1e6, "us/op"))
+
+    # ---- transfers
+    host = rng.random(N_BIG // 4, dtype=np.float32)   # 256 MiB
+    nbytes = host.nbytes
+    t_to = _host_loop_time(lambda: gpuarray.to_gpu(host), drv.Context.synchronize, iterations=3)
+    dev = gpuarray.to_gpu(host)
+    t_get = _host_loop_time(lambda: dev.get(), drv.Context.synchronize, iterations=3)
+    if cp is not None:
+        t_cto = _host_loop_time(lambda: cp.asarray(host), cp.cuda.Device().synchronize, iterations=3)
+        rows.append(_row("to_gpu 256 MiB pageable", nbytes / t_to / 1e9, "GB/s", t_cto / t_to, "cupy.asarray"))
+    else:
+        rows.append(_row("to_gpu 256 MiB pageable", nbytes / t_to / 1e9, "GB/s"))
+    rows.append(_row("get() 256 MiB into a new array", nbytes / t_get / 1e9, "GB/s", (nbytes / t_get / 1e9) / 3.6,
+                     "PyCUDA's 3.6 GB/s (target >= 3)"))
+    del ctx
+    return rows

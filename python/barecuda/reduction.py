@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: MIT
+"""Reductions generated from C expressions, as ``pycuda.reduction``.
+
+    dot = ReductionKernel(np.float32, neutral="0", reduce_expr="a+b",
+                          map_expr="x[i]*y[i]", arguments="float *x, float *y")
+    result = dot(x_gpu, y_gpu)          # a 0-d GPUArray; result.get() is a NumPy scalar
+
+`map_expr` (using `i` and the argument names) gives each element's value in
+`dtype_out`; `reduce_expr` combines two of them, `a` and `b`, and must be
+associative and commutative (elements are combined in no fixed order); `neutral` is
+its identity.  Rendered from ``templates/reduction.cu``: stage 1 runs a few blocks per
+multiprocessor, each thread keeping several loads in flight, and combines within
+warps by shuffles; stage 2 (one block) combines the per-block partials.
+"""
+
+import numpy as np
+
+from barecuda import driver as _drv
+from barecuda.elementwise import (_Signature, context_cache, device_blocks, headers_for,
+                                  render, source_module)
+from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
+
+__all__ = ["ReductionKernel", "get_reduction_kernel"]
+
+BLOCK = 256
+BLOCKS_PER_SM = 8
+
+
+def _unroll(dtype):
+    return 4 if dtype.itemsize >= 16 else 8
+
+
+class ReductionKernel:
+    """ReductionKernel(dtype_out, neutral, reduce_expr, map_expr=None, arguments=None,
+    name="reduce_kernel", keep=False, options=None, preamble="", allocator=None)
+
+    Call with the arguments in order, plus keyword-only `stream=`, `out=` (a 0-d or
+    1-element GPUArray of dtype_out to write into), `range=`/`slice=` (the indices
+    to reduce over) and `allocator=`.  Returns a 0-d GPUArray.
+    """
+
+    def __init__(self, dtype_out, neutral, reduce_expr, map_expr=None, arguments=None,
+                 name="reduce_kernel", keep=False, options=None, preamble="", allocator=None):
+        self.dtype_out = np.dtype(dtype_out)
+        dtype_to_ctype(self.dtype_out)
+        if arguments is None:
+            raise ValueError("ReductionKernel needs arguments (a C declaration list)")
+        self.args = parse_c_args(arguments)
+        vec = [a for a in self.args if isinstance(a, VectorArg)]
+        if not vec:
+            raise ValueError("ReductionKernel needs at least one array (pointer) argument")
+        for a in self.args:
+            if a.name in ("i", "a", "b", "out_t", "index_t", "step") or a.name.startswith("bc_"):
+                raise ValueError(f"argument name '{a.name}' is reserved by ReductionKernel")
+        if map_expr is None:
+            if len(self.args) != 1:
+                raise ValueError("map_expr may only be omitted with a single array argument")
+            map_expr = f"{self.args[0].name}[i]"
+        if not isinstance(reduce_expr, str) or not reduce_expr.strip():
+            raise ValueError("reduce_expr must be a non-empty C expression of a and b")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"kernel name must be a C identifier, not {name!r}")
+        self.neutral = str(neutral)
+        self.reduce_expr = reduce_expr
+        self.map_expr = map_expr
+        self.name = name
+        self.keep = keep
+        self.options = list(options) if options else None
+        self.preamble = preamble
+        self.allocator = allocator
+        self._sig = _Signature(self.args, f"reduction '{name}'")
+        self._who = f"ReductionKernel '{name}'"
+        self._unroll = _unroll(self.dtype_out)
+        self._key = ("reduce", id(self))
+        import weakref
+        self._ref = weakref.ref(self)
+
+    def source(self, index64=False, range_variant=False):
+        sig = self._sig
+        index_t = "long long" if index64 else "int"
+        params = list(sig.params)
+        if range_variant:
+            params += [f"{index_t} bc_start", f"{index_t} bc_step"]
+            map_expr = self.map_expr
+            # The user's expression sees i as the index into the arrays.
+            map_hook = f"bc_map_range(i)"
+            pre = (f"#define bc_map_range(bc_j) ({_subst_i(map_expr, '(bc_start + (bc_j) * bc_step)')})")
+        else:
+            map_hook = self.map_expr
+            pre = ""
+        params.append(f"{index_t} bc_n")
+        return render("reduction.cu",
+                      headers=headers_for(sig.dtypes + [self.dtype_out]),
+                      preamble=self.preamble + "\n" + pre, name=self.name,
+                      out_t=dtype_to_ctype(self.dtype_out), neutral=self.neutral,
+                      reduce_expr=self.reduce_expr, map_expr=map_hook,
+                      params=", ".join(params), unpack=sig.unpack, index_t=index_t,
+                      block=BLOCK, unroll=self._unroll)
+
+    def get_functions(self, index64=False, range_variant=False, cache=None):
+        if cache is None:
+            cache = context_cache()
+        key = (self._key, index64, range_variant)
+        ent = cache.get(key)
+        if ent is None or ent[0]() is not self:
+            mod = source_module(self.source(index64, range_variant), self.options, self.keep)
+            s1 = mod.get_function(self.name + "_stage1")
+            ch = "q" if index64 else "i"
+            s1.prepare("P" + self._sig.fmt + (ch * 2 if range_variant else "") + ch)
+            s2 = mod.get_function(self.name + "_stage2")
+            s2.prepare("PPi")
+            ent = cache[key] = (self._ref, s1, s2, mod)
+        return ent[1], ent[2]
+
+    def __call__(self, *args, **kwargs):
+        stream = kwargs.pop("stream", None)
+        out = kwargs.pop("out", None)
+        rng = kwargs.pop("range", None)
+        slc = kwargs.pop("slice", None)
+        allocator = kwargs.pop("allocator", None) or self.allocator
+        if kwargs:
+            raise TypeError(f"{self._who}: unexpected keyword arguments {', '.join(sorted(kwargs))}")
+        if len(args) != len(self.args):
+            raise TypeError(f"{self._who} takes {len(self.args)} arguments "
+                            f"({', '.join(a.name for a in self.args)}), got {len(args)}")
+        flat, first = self._sig.convert(args, self._who)
+        if first is None:
+            raise TypeError(f"{self._who}: no GPUArray among the array arguments, so the size is unknown")
+        n = first.size
+        if slc is not None:
+            if rng is not None:
+                raise TypeError(f"{self._who}: give range= or slice=, not both")
+            if not isinstance(slc, slice):
+                raise TypeError(f"slice= must be a slice, not {type(slc).__name__}")
+            rng = range(*slc.indices(n))
+        if rng is not None and not isinstance(rng, range):
+            raise TypeError(f"range= must be a range, not {type(rng).__name__}")
+        return self._run(flat, n, rng, out, stream, allocator)
+
+    def _run(self, flat, n, rng, out, stream, allocator):
+        from barecuda import gpuarray
+        if out is None:
+            out = gpuarray.GPUArray((), self.dtype_out, allocator=allocator, stream=stream)
+        else:
+            if not isinstance(out, gpuarray.GPUArray) or out.dtype != self.dtype_out or out.size != 1:
+                raise TypeError(f"{self._who}: out= must be a 1-element GPUArray of {self.dtype_out}")
+        cache = context_cache()
+        count = len(rng) if rng is not None else n
+        per = BLOCK * self._unroll
+        sm = device_blocks(cache)[0]
+        grid = min((count + per - 1) // per, sm * BLOCKS_PER_SM) or 1
+        if rng is not None:
+            hi = max(abs(rng.start), abs(rng.stop)) + abs(rng.step) * (count + grid * per)
+            index64 = hi >= 2**31
+            flat += [rng.start, rng.step]
+        else:
+            index64 = count + grid * per >= 2**31
+        s1, s2 = self.get_functions(index64, rng is not None, cache)
+        flat.append(count)
+        if grid == 1:
+            s1.prepared_async_call((1, 1, 1), (BLOCK, 1, 1), stream, out.ptr, *flat)
+            return out
+        partials = _alloc(grid * self.dtype_out.itemsize, stream, allocator)
+        s1.prepared_async_call((grid, 1, 1), (BLOCK, 1, 1), stream, int(partials), *flat)
+        s2.prepared_async_call((1, 1, 1), (BLOCK, 1, 1), stream, out.ptr, int(partials), grid)
+        return out
+
+
+def _alloc(nbytes, stream, allocator):
+    if allocator is not None:
+        return allocator(nbytes)
+    f = getattr(_drv, "mem_alloc_async", None)
+    if f is not None:
+        return f(nbytes, stream)
+    return _drv.mem_alloc(nbytes)
+
+
+def _subst_i(expr, replacement):
+    """expr with every identifier token `i` replaced (outside string literals)."""
+    import re
+    return re.sub(r"(?<![A-Za-z0-9_.])i(?![A-Za-z0-9_])", replacement, expr)
+
+
+def get_reduction_kernel(*args, **kwargs):
+    """PyCUDA-style helper: a ReductionKernel."""
+    return ReductionKernel(*args, **kwargs)
