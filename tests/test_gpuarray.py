@@ -535,3 +535,13 @@ def test_streams(ctx, rng):
     s.synchronize()
     np.testing.assert_allclose(r.get(), h.sum(dtype=np.float64), rtol=1e-4)
     check(t, np.full(10000, 3.0, np.float32))
+
+
+def test_numpy_scalar_on_the_left(ctx):
+    g = ga.to_gpu(np.arange(4, dtype=np.float32))
+    r = np.float32(2) * g
+    assert isinstance(r, ga.GPUArray)
+    check(r, np.float32(2) * np.arange(4, dtype=np.float32))
+    r = np.float64(1.5) > g
+    assert isinstance(r, ga.GPUArray)
+    check(r, np.float64(1.5) > np.arange(4, dtype=np.float32))

@@ -135,6 +135,7 @@ class GPUArray:
     """
 
     __array_priority__ = 100
+    __array_ufunc__ = None   # NumPy scalars and ufuncs defer to our operators
     __slots__ = ("shape", "dtype", "size", "strides", "gpudata", "ptr", "base", "allocator",
                  "_c", "_f", "_mem", "__weakref__")
 
