@@ -947,6 +947,11 @@ buffer_error(const char *msg, PyObject *obj)
     if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s, not %.100s", msg, Py_TYPE(obj)->tp_name);
+    } else if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+        /* NumPy refuses a strided view with "ndarray is not contiguous" */
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s; this %.100s is not contiguous (copy it with "
+                     "numpy.ascontiguousarray)", msg, Py_TYPE(obj)->tp_name);
     }
     return NULL;
 }

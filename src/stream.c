@@ -130,6 +130,16 @@ stream_release(bc_Stream *self)
         bc_drv_ready) {
         int entered = bc_context_enter(self->ctx);
         if (entered >= 0) {
+            /* A capture left open (an exception between begin_capture and
+             * end_capture) would block every allocation of the process: end it
+             * and drop what it recorded. */
+            CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+            if (bc_drv.cuStreamIsCapturing(self->handle, &status) == CUDA_SUCCESS &&
+                status != CU_STREAM_CAPTURE_STATUS_NONE) {
+                CUgraph partial = NULL;
+                if (bc_drv.cuStreamEndCapture(self->handle, &partial) == CUDA_SUCCESS && partial)
+                    bc_drv.cuGraphDestroy(partial);
+            }
             rc = bc_drv.cuStreamDestroy(self->handle);
             bc_context_leave(entered);
         }

@@ -443,7 +443,8 @@ def test_memcpy_htoa_atoh(ctx, rng):
         drv.memcpy_atoh(b"readonly" * 32, ary, 0)
     with pytest.raises(TypeError, match="src must be a contiguous host buffer, not list"):
         drv.memcpy_htoa(ary, 0, [1.0, 2.0])
-    with pytest.raises(TypeError, match="src must be a contiguous host buffer"):
+    with pytest.raises(ValueError, match="src must be a contiguous host buffer; this "
+                                         "numpy.ndarray is not contiguous"):
         drv.memcpy_htoa(ary, 0, np.zeros((4, 4), np.float32)[:, ::2])
 
 

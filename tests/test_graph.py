@@ -62,9 +62,9 @@ def test_replay_many_times(mod, rng):
 @pytest.mark.gpu
 def test_close_and_use_after(mod):
     s = drv.Stream()
+    buf = drv.mem_alloc(4)  # allocations are not allowed while a stream captures
     s.begin_capture()
-    mod.get_function("add")(drv.mem_alloc(4), np.int32(1), np.int32(1), block=(1, 1, 1),
-                            stream=s)
+    mod.get_function("add")(buf, np.int32(1), np.int32(1), block=(1, 1, 1), stream=s)
     g = s.end_capture()
     ge = g.instantiate()
     ge.close()
@@ -89,9 +89,9 @@ def test_capture_legacy_stream_refused(ctx):
 @pytest.mark.gpu
 def test_graph_c_floor(mod):
     s = drv.Stream()
+    buf = drv.mem_alloc(4)  # allocations are not allowed while a stream captures
     s.begin_capture()
-    mod.get_function("add")(drv.mem_alloc(4), np.int32(1), np.int32(1), block=(1, 1, 1),
-                            stream=s)
+    mod.get_function("add")(buf, np.int32(1), np.int32(1), block=(1, 1, 1), stream=s)
     ge = s.end_capture().instantiate()
     t = _driver._bench_graph_launch(ge, s, 20)
     assert 0 < t < 0.01

@@ -141,3 +141,13 @@ def test_capture(mod):
     assert isinstance(g, drv.Graph) and g.num_nodes == 1
     with pytest.raises(ValueError):
         s.begin_capture(mode=99)
+
+
+@pytest.mark.gpu
+def test_closing_a_capturing_stream_ends_the_capture(ctx):
+    s = drv.Stream()
+    s.begin_capture()
+    with pytest.raises(drv.LogicError, match="STREAM_CAPTURE"):
+        drv.mem_alloc(16)  # GLOBAL capture mode forbids allocations everywhere
+    s.close()
+    drv.mem_alloc(16).free()  # the capture ended with the stream

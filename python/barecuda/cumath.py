@@ -214,9 +214,9 @@ def modf(arg, stream=None):
     if k is None:
         rt = dtype_to_ctype(res)
         k = _kernels[key] = _ga.ElementwiseKernel(
-            f"{rt} *f, {rt} *n, {dtype_to_ctype(arg.dtype)} *x",
+            f"{rt} *f, {rt} *ipart, {dtype_to_ctype(arg.dtype)} *x",
             f"{ct} ip; const {ct} fp = modf(bc_cast<{ct}>(x[i]), &ip); "
-            f"f[i] = bc_cast<{rt}>(fp); n[i] = bc_cast<{rt}>(ip)", "bc_cumath_modf")
+            f"f[i] = bc_cast<{rt}>(fp); ipart[i] = bc_cast<{rt}>(ip)", "bc_cumath_modf")
     (x,), f, _ = _prepare("modf", [arg], None, res, stream)
     n = _ga.GPUArray(arg.shape, res, allocator=arg.allocator, stream=stream)
     k.launch_flat(x.size, [f.ptr, n.ptr, x.ptr], stream)

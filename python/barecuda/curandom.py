@@ -90,6 +90,10 @@ class XORWOWRandomNumberGenerator:
         if dt == np.float16:
             target = _ga.GPUArray(ary.shape, np.float32, stream=stream)
             dt = target.dtype
+            if kind == "uniform":
+                # float32 values just below 1 round up to 1.0 in float16: keep them
+                # under the last float16 below 1 so the range stays [0, 1)
+                scale *= 1.0 - 2.0 ** -11
         code = _KINDS.get((kind, dt))
         if code is None:
             raise TypeError(f"{kind} numbers of dtype {ary.dtype} are not supported "

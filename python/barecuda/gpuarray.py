@@ -13,6 +13,8 @@ results are contiguous.  Kernels are generated per (operation, dtypes) and cache
 context.
 """
 
+import builtins as _builtins
+import math
 import numbers
 import operator
 
@@ -383,7 +385,7 @@ class GPUArray:
             if known == 0 or self.size % known:
                 raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
             shape = tuple(self.size // known if s == -1 else s for s in shape)
-        if any(s < 0 for s in shape):
+        if _builtins.any(s < 0 for s in shape):
             raise ValueError(f"reshape(): negative dimension in {shape}")
         if _prod(shape) != self.size:
             raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
@@ -441,7 +443,7 @@ class GPUArray:
             if len(k) > 1:
                 raise IndexError("an index can only have a single ellipsis ('...')")
             k = k[0]
-            fill = self.ndim - (len(index) - 1 - sum(1 for i in index if i is None))
+            fill = self.ndim - (len(index) - 1 - _builtins.sum(1 for i in index if i is None))
             index = index[:k] + (slice(None),) * fill + index[k + 1:]
         shape, strides = [], []
         offset = 0
@@ -621,6 +623,8 @@ class GPUArray:
         return _binary("add", _binary("multiply", self, selffac), _binary("multiply", other, otherfac))
 
     def conj(self, out=None, stream=None):
+        if self.dtype.kind == "b":  # NumPy has no bool loop for conjugate: it gives int8
+            return self.astype(np.int8, stream=stream) if out is None else _assign(out, self, stream)
         if self.dtype.kind != "c":
             return self.copy(stream) if out is None else _assign(out, self, stream)
         return _unary("conjugate", self, out=out, stream=stream)
@@ -900,8 +904,9 @@ _fast = {}   # (op, x dtype, y dtype) -> (result dtype, kernel): the small-op fa
 
 
 def _empty_as(x, dtype, stream):
-    """A new array with x's shape and strides (x dense) and `dtype` of the same item size
-    as x's or x C-contiguous; skips __init__'s checks."""
+    """A new dense array with x's shape and memory order (x must be C- or F-contiguous)
+    and `dtype`, so elementwise kernels can walk both with one flat index; skips
+    __init__'s checks."""
     z = GPUArray.__new__(GPUArray)
     z.shape = x.shape
     z.dtype = dtype
@@ -912,7 +917,8 @@ def _empty_as(x, dtype, stream):
         z.strides = x.strides
         z._c, z._f = x._c, x._f
     else:
-        z.strides = _c_strides(x.shape, dtype.itemsize)
+        make = _c_strides if x._c else _f_strides
+        z.strides = make(x.shape, dtype.itemsize)
         z._c, z._f = _layout(x.shape, z.strides, dtype.itemsize)
     if n:
         mem = _alloc(n * dtype.itemsize, a, stream)
@@ -946,7 +952,7 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
             x = x._contiguous(stream)
             y = y._contiguous(stream)
         if out is None:
-            z = GPUArray(x.shape, res, allocator=x.allocator, stream=stream, strides=x.strides)
+            z = _empty_as(x, res, stream)
             if x.size:
                 k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
             return z
@@ -972,7 +978,7 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
     if not (x._c or x._f):
         x = x._contiguous(stream)
     if out is None:
-        z = GPUArray(x.shape, res, allocator=x.allocator, stream=stream, strides=x.strides)
+        z = _empty_as(x, res, stream)
         if x.size:
             k.launch_flat(x.size, [z.ptr, x.ptr] + s, stream)
         return z
@@ -993,7 +999,7 @@ def _to_out(k, flat, x, res, out, op, stream):
     if res == out.dtype and out.strides == x.strides and (out._c or out._f):
         k.launch_flat(x.size, [out.ptr] + flat, stream)
         return out
-    tmp = GPUArray(x.shape, res, stream=stream, strides=x.strides)
+    tmp = _empty_as(x, res, stream)
     k.launch_flat(x.size, [tmp.ptr] + flat, stream)
     _assign(out, tmp, stream)
     return out
@@ -1034,7 +1040,7 @@ def _unary(op, x, out=None, stream=None):
     if not (x._c or x._f):
         x = x._contiguous(stream)
     if out is None:
-        z = GPUArray(x.shape, res, allocator=x.allocator, stream=stream, strides=x.strides)
+        z = _empty_as(x, res, stream)
         k.launch_flat(x.size, [z.ptr, x.ptr], stream)
         return z
     return _to_out(k, [x.ptr], x, res, out, op, stream)
@@ -1140,7 +1146,7 @@ def arange(*args, dtype=None, allocator=None, stream=None):
         dtype = np.result_type(np.asarray(start), np.asarray(stop), np.asarray(step))
     dtype = _check_dtype(dtype)
     import math
-    n = max(0, int(math.ceil((stop - start) / step)))
+    n = _builtins.max(0, int(math.ceil((stop - start) / step)))
     a = GPUArray((n,), dtype, allocator=allocator, stream=stream)
     if n:
         cd = np.dtype(np.float64) if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float) \
@@ -1244,7 +1250,7 @@ def concatenate(arrays, axis=0, allocator=None, stream=None):
     for a in arrays:
         if a.shape[:axis] + a.shape[axis + 1:] != first.shape[:axis] + first.shape[axis + 1:]:
             raise ValueError("concatenate(): all dimensions but the axis must match")
-    total = builtins_sum(a.shape[axis] for a in arrays)
+    total = _builtins.sum(a.shape[axis] for a in arrays)
     shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
     out = GPUArray(shape, first.dtype, allocator=allocator or first.allocator, stream=stream)
     pos = 0
@@ -1257,9 +1263,6 @@ def concatenate(arrays, axis=0, allocator=None, stream=None):
     return out
 
 
-import builtins as _builtins  # noqa: E402
-
-builtins_sum = _builtins.sum
 
 
 # ------------------------------------------------------------------ reductions
@@ -1443,7 +1446,3 @@ def imag(a):
 
 def conj(a, out=None, stream=None):
     return a.conj(out, stream)
-
-
-def _numbers_unused():  # keep numbers imported for isinstance checks by users of this module
-    return numbers.Number
