@@ -565,7 +565,9 @@ def test_threads_compile_in_parallel():
     overlap = min(a1, b1) - max(a0, b0)
     shorter = min(a1 - a0, b1 - b0)
     assert overlap > 0.5 * shorter, f"compiles overlapped {overlap:.3f}s of {shorter:.3f}s"
-    if (os.cpu_count() or 1) >= 4:
+    if (os.cpu_count() or 1) >= 4 and shorter > 0.2:
+        # enough CPUs, and compiles long enough that NVRTC's fixed serial start-up
+        # does not dominate (on a fast machine this source compiles in ~20 ms)
         # enough CPUs that two compiles should not have to share one
         for _ in range(3):
             t = time.perf_counter()

@@ -69,6 +69,34 @@ def _median(fn, repeats=None):
     return statistics.median(fn() for _ in range(repeats))
 
 
+def _paired(py_once, c_once, repeats=None):
+    """Median Python time, median C time, and the median of the ratios of C and
+    Python repeats taken back to back, so clock and driver drift cancel out."""
+    repeats = REPEATS if repeats is None else repeats
+    for _ in range(WARMUP):
+        c_once()
+        py_once()
+    pys, cs, ratios = [], [], []
+    for _ in range(repeats):
+        c = c_once()
+        p = py_once()
+        pys.append(p)
+        cs.append(c)
+        ratios.append(p / c)
+    return statistics.median(pys), statistics.median(cs), statistics.median(ratios)
+
+
+def _timed(loop, sync):
+    """Seconds per launch of loop(n), which makes n launches as users write them."""
+    def once():
+        sync()
+        t0 = time.perf_counter()
+        loop(N)
+        sync()
+        return (time.perf_counter() - t0) / N
+    return once
+
+
 def _loop(call, sync, n=None):
     n = N if n is None else n
 
@@ -82,8 +110,9 @@ def _loop(call, sync, n=None):
     return once
 
 
-def _row(name, value, floor, note="", vs="C floor", target=None):
-    ratio = value / floor if floor else None
+def _row(name, value, floor, note="", vs="C floor", target=None, ratio=None):
+    if ratio is None:
+        ratio = value / floor if floor else None
     if target is not None and ratio is not None:
         note = (note + "; " if note else "") + \
             f"target <= {target} {'met' if ratio <= target else 'MISSED'}"
@@ -121,53 +150,66 @@ def run():
     funcs = {n: module.get_function(f"empty{n}") for n in (0, 4, 16)}
     floors = {}
 
-    # __call__ on the default stream vs cuLaunchKernel in a C loop
-    for n, f in funcs.items():
-        args = _args(n, a, b)
-        floor = _median(lambda f=f, args=args: _driver._bench_launch(f, GRID, BLOCK, args, N,
-                                                                    "enqueue"))
+    # Each figure: launches written as users write them (a plain for loop, no
+    # wrapper call per launch), paired repeat by repeat with the same launches made
+    # by cuLaunchKernel in a C loop (_bench_launch), ratio = Python / C.
+    blk, grd = BLOCK, GRID
+
+    def c_floor(f, args, stream=None):
+        return lambda: _driver._bench_launch(f, grd, blk, args, N, "enqueue", stream)
+
+    f0, f4, f16 = funcs[0], funcs[4], funcs[16]
+    a0, a1, a2, a3 = args4 = _args(4, a, b)
+    args16 = _args(16, a, b)
+
+    def call0(n, f=f0):
+        for _ in range(n):
+            f(block=blk, grid=grd)
+
+    def call4(n, f=f4):
+        for _ in range(n):
+            f(a0, a1, a2, a3, block=blk, grid=grd)
+
+    def call16(n, f=f16, args=args16):
+        for _ in range(n):
+            f(*args, block=blk, grid=grd)
+
+    for n, loop, args in ((0, call0, ()), (4, call4, args4), (16, call16, args16)):
+        value, floor, ratio = _paired(_timed(loop, ctx_sync), c_floor(funcs[n], args))
         floors[n] = floor
-
-        if n == 4:      # written out as users write it: no *args tuple in the loop
-            a0, a1, a2, a3 = args
-
-            def call(f=f, a0=a0, a1=a1, a2=a2, a3=a3, block=BLOCK, grid=GRID):
-                f(a0, a1, a2, a3, block=block, grid=grid)
-        else:
-            def call(f=f, args=args, block=BLOCK, grid=GRID):
-                f(*args, block=block, grid=grid)
-        value = _median(_loop(call, ctx_sync))
-        rows.append(_row(f"launch __call__, empty kernel, {n} args", value, floor,
+        rows.append(_row(f"launch __call__, empty kernel, {n} args", value, floor, ratio=ratio,
                          target=1.15 if n == 4 else None))
 
-    # prepared_call and prepared_async_call
-    for n, f in funcs.items():
-        f.prepare(_prepared_sig(n))
-        pargs = _prepared_args(n, a, b)
+    for n in (0, 4, 16):
+        funcs[n].prepare(_prepared_sig(n))
+    p0, p1, p2, p3 = pargs4 = _prepared_args(4, a, b)
+    pargs16 = _prepared_args(16, a, b)
 
-        if n == 4:
-            p0, p1, p2, p3 = pargs
+    def prep0(n, call=f0.prepared_call):
+        for _ in range(n):
+            call(grd, blk)
 
-            def pcall(call=f.prepared_call, p0=p0, p1=p1, p2=p2, p3=p3, grid=GRID, block=BLOCK):
-                call(grid, block, p0, p1, p2, p3)
-        else:
-            def pcall(call=f.prepared_call, pargs=pargs, grid=GRID, block=BLOCK):
-                call(grid, block, *pargs)
-        value = _median(_loop(pcall, ctx_sync))
-        rows.append(_row(f"launch prepared_call, {n} args", value, floors[n],
+    def prep4(n, call=f4.prepared_call):
+        for _ in range(n):
+            call(grd, blk, p0, p1, p2, p3)
+
+    def prep16(n, call=f16.prepared_call, args=pargs16):
+        for _ in range(n):
+            call(grd, blk, *args)
+
+    for n, loop, args in ((0, prep0, ()), (4, prep4, args4), (16, prep16, args16)):
+        value, floor, ratio = _paired(_timed(loop, ctx_sync), c_floor(funcs[n], args))
+        rows.append(_row(f"launch prepared_call, {n} args", value, floor, ratio=ratio,
                          target=1.08 if n == 4 else None))
-    f4 = funcs[4]
-    args4 = _args(4, a, b)
-    pargs4 = _prepared_args(4, a, b)
-    sfloor = _median(lambda: _driver._bench_launch(f4, GRID, BLOCK, args4, N, "enqueue", stream))
 
-    p0, p1, p2, p3 = pargs4
+    def prep_async4(n, call=f4.prepared_async_call, stream=stream):
+        for _ in range(n):
+            call(grd, blk, stream, p0, p1, p2, p3)
 
-    def acall(call=f4.prepared_async_call, grid=GRID, block=BLOCK, stream=stream):
-        call(grid, block, stream, p0, p1, p2, p3)
-    value = _median(_loop(acall, stream.synchronize))
+    value, sfloor, ratio = _paired(_timed(prep_async4, stream.synchronize),
+                                   c_floor(f4, args4, stream))
     rows.append(_row("launch prepared_async_call on a Stream, 4 args", value, sfloor,
-                     target=1.08))
+                     ratio=ratio, target=1.08))
 
     # GIL around cuLaunchKernel: measure both, report, restore the default.
     default = _driver._launch_release_gil()
@@ -175,17 +217,13 @@ def run():
     try:
         for release in (False, True):
             _driver._launch_release_gil(release)
-
-            def call4(f=f4, a0=args4[0], a1=args4[1], a2=args4[2], a3=args4[3], block=BLOCK,
-                      grid=GRID):
-                f(a0, a1, a2, a3, block=block, grid=grid)
-            per_mode[release] = _median(_loop(call4, ctx_sync))
+            per_mode[release] = _paired(_timed(call4, ctx_sync), c_floor(f4, args4))
     finally:
         _driver._launch_release_gil(default)
-    faster = min(per_mode, key=per_mode.get)
-    for release, value in per_mode.items():
+    faster = min(per_mode, key=lambda k: per_mode[k][2])
+    for release, (value, floor, ratio) in per_mode.items():
         rows.append(_row(f"launch __call__ 4 args, GIL {'released' if release else 'held'}",
-                         value, floors[4],
+                         value, floor, ratio=ratio,
                          note=("faster" if release == faster else "slower") +
                          ("; current default" if release == default else "")))
 
@@ -205,13 +243,13 @@ def run():
     graph = stream.end_capture()
     gexec = graph.instantiate()
     gexec.upload(stream)
-    gfloor = _median(lambda: _driver._bench_graph_launch(gexec, stream, N))
-
-    def replay(launch=gexec.launch, stream=stream):
-        launch(stream)
-    value = _median(_loop(replay, stream.synchronize))
+    def replay(n, launch=gexec.launch, stream=stream):
+        for _ in range(n):
+            launch(stream)
+    value, gfloor, ratio = _paired(_timed(replay, stream.synchronize),
+                                   lambda: _driver._bench_graph_launch(gexec, stream, N))
     rows.append(_row("graph replay (1 kernel node), GraphExec.launch", value, gfloor,
-                     vs="C floor (cuGraphLaunch loop)", target=1.08))
+                     vs="C floor (cuGraphLaunch loop)", target=1.08, ratio=ratio))
 
     rows.extend(_peers(a, b, floors[4]))
     gexec.close()
@@ -234,9 +272,10 @@ def _peers(a, b, floor):
             cargs = (ca, cb, np.int32(1000), np.float32(2.5))
             dev = cupy.cuda.Device()
 
-            def cp_call():
-                k(GRID, BLOCK, cargs)
-            value = _median(_loop(cp_call, dev.synchronize))
+            def cp_loop(n, k=k, cargs=cargs, grid=GRID, block=BLOCK):
+                for _ in range(n):
+                    k(grid, block, cargs)
+            value = _median(_timed(cp_loop, dev.synchronize))
             rows.append(_row("CuPy RawKernel launch, 4 args", value, floor,
                              note=f"cupy {cupy.__version__}"))
         except Exception as exc:  # noqa: BLE001
@@ -264,9 +303,12 @@ def _peers(a, b, floor):
             kargs = (np.uint64(int(a)), np.uint64(int(b)), np.int32(1000), np.float32(2.5))
             launch = core.launch
 
-            def cc_call():
-                launch(s, cfg, kern, *kargs)
-            value = _median(_loop(cc_call, s.sync))
+            k0, k1, k2, k3 = kargs
+
+            def cc_loop(n, launch=launch, s=s, cfg=cfg, kern=kern):
+                for _ in range(n):
+                    launch(s, cfg, kern, k0, k1, k2, k3)
+            value = _median(_timed(cc_loop, s.sync))
             rows.append(_row("cuda.core launch, 4 args", value, floor,
                              note=f"cuda.core {getattr(core, '__version__', '')}".strip()))
             s.close()
