@@ -787,11 +787,27 @@ def test_source_module_repeat_shares_module(ctx, cache):
         compiler.SourceModule(SAXPY, cache_dir=cache)
     per = (time.perf_counter() - t) / n
     assert per < 20e-6, f"a repeated SourceModule took {per * 1e6:.1f} us"
-    # the module is kept only while a SourceModule uses it
     import gc
+    import weakref
+    # in a primary context the loaded module stays cached after its users are gone
+    ref = weakref.ref(a.module)
     del a, b
     gc.collect()
-    assert len(compiler._loaded) == 0
+    assert ref() is not None
+    assert compiler.SourceModule(SAXPY, cache_dir=cache).module is ref()
+    # in a context of make_context() it is held only weakly: dropping every
+    # SourceModule unloads it, so the cache never keeps such a context alive
+    own = drv.Device(0).make_context()
+    try:
+        c = compiler.SourceModule(SAXPY, cache_dir=cache)
+        assert c.module.context == own
+        ref = weakref.ref(c.module)
+        del c
+        gc.collect()
+        assert ref() is None
+    finally:
+        drv.Context.pop()
+        own.detach()
 
 
 @pytest.mark.gpu

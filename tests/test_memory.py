@@ -528,12 +528,12 @@ def test_pointer_get_attributes(ctx):
         drv.pointer_get_attributes("nope")
 
 
-def _ipc_child(handle, nbytes, conn):
+def _ipc_child(handle, nbytes, conn, device=0):
     import numpy as np
 
     from barecuda import driver as drv
     drv.init()
-    ctx = drv.Device(0).retain_primary_context()
+    ctx = drv.Device(device).retain_primary_context()
     ctx.push()
     try:
         mem = drv.IPCMemoryHandle(handle)
@@ -567,6 +567,29 @@ def test_ipc_two_processes(ctx, rng):
     p.join(60)
     assert p.exitcode == 0
     assert size >= nbytes, got
+    assert got == data.tobytes()
+    back = np.empty_like(data)
+    drv.memcpy_dtoh(back, mem)
+    np.testing.assert_array_equal(back, (data.astype(np.uint16) * 3 % 251).astype(np.uint8))
+
+
+@pytest.mark.gpu
+def test_ipc_across_two_gpus(ctx, rng):
+    if drv.Device.count() < 2:
+        pytest.skip("needs two GPUs")
+    if not drv.Device(1).can_access_peer(drv.Device(0)):
+        pytest.skip("device 1 cannot access device 0's memory")
+    nbytes = 1 << 20
+    data = rng.integers(0, 255, nbytes, dtype=np.uint8)
+    mem = drv.mem_alloc(nbytes)  # on device 0, opened by a process working on device 1
+    drv.memcpy_htod(mem, data)
+    mp = multiprocessing.get_context("spawn")
+    parent, child = mp.Pipe()
+    p = mp.Process(target=_ipc_child, args=(drv.mem_get_ipc_handle(mem), nbytes, child, 1))
+    p.start()
+    got, size = parent.recv()
+    p.join(60)
+    assert p.exitcode == 0 and size >= nbytes, got
     assert got == data.tobytes()
     back = np.empty_like(data)
     drv.memcpy_dtoh(back, mem)

@@ -33,6 +33,7 @@ written atomically and checked (length and SHA-256) when read: a damaged entry
 is compiled again and rewritten.
 """
 
+import collections
 import hashlib
 import os
 import re
@@ -65,6 +66,13 @@ stats = {"nvrtc": 0, "nvcc": 0, "disk_hits": 0, "memory_hits": 0, "disk_rejected
 _lock = threading.Lock()
 _memory = {}                            # memory key -> _Compiled
 _loaded = weakref.WeakValueDictionary()  # (context handle, id(_Compiled)) -> _Loaded
+# Modules of primary contexts are also held strongly (the last _KEEP_LOADED), so a
+# SourceModule built again after the previous one was dropped costs no reload.  A
+# primary context stays retained by barecuda's default context anyway; modules of
+# contexts from make_context() are only held weakly, so dropping such a context
+# still destroys it (DESIGN.md: caches never keep a context alive).
+_KEEP_LOADED = 64
+_recent = collections.OrderedDict()
 _header_memo = {}                       # path -> ((mtime_ns, size, ino), sha256 digest)
 _device_cc = {}                         # device ordinal -> 10 * major + minor
 _once = {}                              # facts computed once per process
@@ -717,6 +725,7 @@ def clear_memory_cache():
     with _lock:
         _memory.clear()
         _loaded.clear()
+        _recent.clear()
         _header_memo.clear()
 
 
@@ -776,12 +785,17 @@ class SourceModule:
                                  cache_dir, include_dirs, backend, name_expressions, "cubin", cc)
         lkey = (ctx.handle, id(compiled))
         loaded = _loaded.get(lkey) if cache_dir is not False else None
-        if loaded is None or loaded.context is not ctx or loaded.compiled is not compiled \
-                or ctx.released:
+        if loaded is None or loaded.compiled is not compiled or loaded.context.released \
+                or loaded.context != ctx:
             module = _load(compiled.image, compiled.kind)
             loaded = _Loaded(module, ctx, compiled)
             if cache_dir is not False:
-                _loaded[lkey] = loaded
+                with _lock:
+                    _loaded[lkey] = loaded
+                    if ctx.is_primary:
+                        _recent[lkey] = loaded
+                        if len(_recent) > _KEEP_LOADED:
+                            _recent.popitem(last=False)
         self._loaded = loaded
         self.module = loaded.module
         self.cubin = compiled.image if compiled.kind == "cubin" else None
