@@ -23,6 +23,7 @@
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
+#include "barecuda/array.h"
 #include "barecuda/memory.h"
 #include "barecuda/stream.h"
 
@@ -1055,6 +1056,14 @@ prep_pointer(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, cha
         return 0;
     } else if (scalar_lookup(tp) != NULL || PyArray_IsScalar(arg, Integer))
         return prep_int(st, i, a, arg, dst);
+    unsigned long long handle; /* texture and surface objects go as their 64-bit handle */
+    int is_texture = bc_texture_handle(st, arg, &handle);
+    if (is_texture != 0) {
+        if (is_texture < 0)
+            return -1;
+        *(uint64_t *)dst = handle;
+        return 0;
+    }
     CUdeviceptr p;
     if (bc_pointer_convert(st, arg, &p, NULL) < 0) {
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {

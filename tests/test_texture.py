@@ -669,3 +669,19 @@ def test_texture_resample_example_runs():
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "max |GPU - NumPy bilinear|" in proc.stdout
+
+
+@pytest.mark.gpu
+def test_texture_objects_in_prepared_calls(ctx, rng, mod):
+    v = rng.standard_normal(777).astype(np.float32)
+    keep, ptr = aligned_dev(ctx, v)
+    tex = drv.TextureObject.from_linear(ptr, v.nbytes, AF.FLOAT)
+    f = mod.get_function("fetch1d").prepare("PPi")  # a texture object goes in a 64-bit slot
+    out = drv.mem_alloc(v.nbytes)
+    f.prepared_call(((v.size + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1), out, tex, v.size)
+    got = np.empty_like(v)
+    drv.memcpy_dtoh(got, out)
+    np.testing.assert_array_equal(got, v)
+    tex.close()
+    with pytest.raises(drv.LogicError, match="closed"):
+        f.prepared_call((1, 1), (BLOCK, 1, 1), out, tex, v.size)
