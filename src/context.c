@@ -209,7 +209,8 @@ int
 bc_context_enter(bc_Context *ctx)
 {
     CUcontext cur = NULL;
-    if (ctx->released || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+    /* In a forked child the parent's handles mean nothing: release nothing. */
+    if (ctx->released || bc_forked_child || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
         return -1;
     if (cur == ctx->handle)
         return 0;

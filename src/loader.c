@@ -71,6 +71,13 @@ driver_error(bc_State *st)
 int
 bc_loader_load_driver(bc_State *st)
 {
+    if (bc_forked_child) {
+        PyErr_SetString(st->RuntimeError,
+                        "CUDA cannot be used in this process: it was forked after CUDA was "
+                        "initialised in its parent.  Start workers with multiprocessing's "
+                        "'spawn' or 'forkserver' method");
+        return -1;
+    }
     if (bc_drv_ready)
         return 0;
     if (driver_failure[0] != '\0')

@@ -104,7 +104,7 @@ int bc_loader_load_nvrtc(bc_State *st);
 
 #define BC_REQUIRE_DRIVER(st, fail)                                            \
     do {                                                                       \
-        if (!bc_drv_ready && bc_loader_load_driver(st) < 0)                    \
+        if ((!bc_drv_ready || bc_forked_child) && bc_loader_load_driver(st) < 0) \
             return fail;                                                       \
     } while (0)
 
