@@ -126,8 +126,10 @@ bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_o
         PyErr_Format(PyExc_TypeError, "expected device memory, not %.100s", tp->tp_name);
         return -1;
     }
-    if (PyLong_Check(obj) || (tp->tp_as_number && tp->tp_as_number->nb_index))
+    if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer))
         return pointer_from_int(obj, out);
+    /* gpudata and __cuda_array_interface__ before __index__: GPUArrays and torch
+     * tensors define __index__ (the value of a one-element integer array). */
     PyObject *inner = PyObject_GetAttr(obj, st->str_gpudata);
     if (inner != NULL) {
         if (Py_EnterRecursiveCall(" in device pointer conversion")) {
@@ -151,6 +153,8 @@ bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_o
     if (!PyErr_ExceptionMatches(PyExc_AttributeError))
         return -1;
     PyErr_Clear();
+    if (tp->tp_as_number && tp->tp_as_number->nb_index)
+        return pointer_from_int(obj, out);
     PyErr_Format(PyExc_TypeError,
                  "expected device memory (a DeviceAllocation, an object with gpudata or "
                  "__cuda_array_interface__, or an int pointer), not %.100s",

@@ -171,7 +171,16 @@ class _Signature:
         first = None
         for a, conv, v in zip(self.args, self.converters, values):
             if conv is None:
-                ptr = _array_pointer(v, a, who)
+                try:
+                    ptr = _array_pointer(v, a, who)
+                except _Foreign:  # a CuPy/torch/Numba array: a zero-copy GPUArray view
+                    from barecuda.gpuarray import _device_view
+                    w = _device_view(v)
+                    if w is None:
+                        raise TypeError(f"argument '{a.name}' of {who} must be a GPUArray "
+                                        f"of {a.dtype}, not {type(v).__name__}") from None
+                    v = w
+                    ptr = _array_pointer(v, a, who)
                 if first is None and hasattr(v, "gpudata"):
                     first = v
                 out.append(ptr)
@@ -196,11 +205,19 @@ def _is_array_like(v):
     return hasattr(v, "gpudata") or isinstance(v, np.ndarray) and v.ndim > 0
 
 
+class _Foreign(Exception):
+    """Raised by _array_pointer for a device array of another library."""
+
+
 def _array_pointer(v, arg, who):
     dt = getattr(v, "dtype", None)
     if dt is None or not hasattr(v, "gpudata"):
         if isinstance(v, int) and not isinstance(v, bool):
             return v  # a raw device pointer
+        tp = type(v)
+        if (hasattr(tp, "__cuda_array_interface__") or hasattr(tp, "__dlpack__")) \
+                and not isinstance(v, np.ndarray):
+            raise _Foreign
         alloc = getattr(_drv, "DeviceAllocation", None)
         if alloc is not None and isinstance(v, alloc):
             return int(v)
