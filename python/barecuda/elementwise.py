@@ -214,8 +214,7 @@ def _array_pointer(v, arg, who):
     if dt is None or not hasattr(v, "gpudata"):
         if isinstance(v, int) and not isinstance(v, bool):
             return v  # a raw device pointer
-        tp = type(v)
-        if (hasattr(tp, "__cuda_array_interface__") or hasattr(tp, "__dlpack__")) \
+        if (hasattr(v, "__cuda_array_interface__") or hasattr(v, "__dlpack__")) \
                 and not isinstance(v, np.ndarray):
             raise _Foreign
         alloc = getattr(_drv, "DeviceAllocation", None)

@@ -20,6 +20,7 @@ import operator
 
 import numpy as np
 
+from barecuda import _driver as _cdrv
 from barecuda import driver as _drv
 from barecuda.elementwise import ElementwiseKernel
 from barecuda.reduction import ReductionKernel
@@ -1515,7 +1516,7 @@ def _to_dlpack(a, stream, max_version, dl_device, copy):
                               f"item size {isz}")
         strides = [s // isz for s in a.strides]
     versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
-    return _drv._to_dlpack(a, a.ptr, a.shape, strides, code, a.dtype.itemsize * 8, dev[1],
+    return _cdrv._to_dlpack(a, a.ptr, a.shape, strides, code, a.dtype.itemsize * 8, dev[1],
                            versioned, False, bool(copy))
 
 
@@ -1558,7 +1559,7 @@ def from_dlpack(obj):
         except TypeError:  # producers of DLPack < 1.0 do not take max_version
             cap = export(stream=_LEGACY)
         producer = obj
-    ptr, shape, strides, typestr, dev_type, _dev_id, keep, ro = _drv._from_dlpack(cap)
+    ptr, shape, strides, typestr, dev_type, _dev_id, keep, ro = _cdrv._from_dlpack(cap)
     if dev_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
         raise BufferError(f"from_dlpack(): the capsule holds memory of DLPack device type "
                           f"{dev_type}, not CUDA (2)")
@@ -1593,15 +1594,14 @@ def _from_cai(obj, cai):
 def _device_view(obj):
     """A zero-copy GPUArray view of another library's device array, or None when `obj`
     exports neither __cuda_array_interface__ nor DLPack on a CUDA device."""
-    tp = type(obj)
     if isinstance(obj, np.ndarray):
         return None
-    if hasattr(tp, "__cuda_array_interface__"):
-        cai = obj.__cuda_array_interface__
-        if isinstance(cai, dict) and cai.get("version", 0) < 3 and hasattr(tp, "__dlpack__"):
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        if isinstance(cai, dict) and cai.get("version", 0) < 3 and hasattr(obj, "__dlpack__"):
             return from_dlpack(obj)   # a CAI v2 says nothing of streams (torch): DLPack does
         return _from_cai(obj, cai)
-    if hasattr(tp, "__dlpack__") and hasattr(tp, "__dlpack_device__") and \
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__") and \
             obj.__dlpack_device__()[0] in (_DL_CUDA, _DL_CUDA_MANAGED):
         return from_dlpack(obj)
     return None
