@@ -523,7 +523,7 @@ def test_elementwise_and_reduction_on_cupy(cp, rng):
     with pytest.raises(TypeError, match="must be a GPUArray of float32, got one of float64"):
         k(np.float32(2), cx.astype(cp.float64), cy, cz)
     r = ReductionKernel(np.float32, "0", "a + b", "x[i] * y[i]", "float *x, float *y")
-    np.testing.assert_allclose(r(cx, cy).get(), np.dot(x, y), rtol=1e-4)
+    np.testing.assert_allclose(r(cx, cy).get(), np.dot(x, y), rtol=1e-4, atol=1e-2)
 
 
 @pytest.mark.gpu
@@ -617,7 +617,6 @@ def test_torch_side_stream_ordering(torch):
         t.fill_(3)
         g = gpuarray.from_dlpack(t)   # torch orders its current stream before stream 1
         assert (g.get() == 3).all()
-    t.record_stream(s)
 
 
 @pytest.mark.gpu
@@ -654,7 +653,7 @@ def test_kernel_and_elementwise_on_torch(torch, rng):
     k(t, z)
     np.testing.assert_allclose(z.cpu().numpy(), x * 3 + 1, rtol=1e-6)
     r = ReductionKernel(np.float32, "0", "a + b", "x[i]", "float *x")
-    np.testing.assert_allclose(r(t).get(), (x * 3).sum(), rtol=1e-4)
+    np.testing.assert_allclose(r(t).get(), (x * 3).sum(), rtol=1e-4, atol=1e-2)
 
 
 # ------------------------------------------------------------------ GPU: Numba
