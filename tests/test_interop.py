@@ -547,7 +547,11 @@ def test_cupy_stream_interop(cp, rng):
     cs.synchronize()
     np.testing.assert_allclose(cp.asnumpy(c), x * factor + 1, rtol=1e-6)
     ours = drv.Stream(flags=drv.stream_flags.NON_BLOCKING)
-    ext = cp.cuda.ExternalStream(ours.handle)
+    # CuPy takes our Stream through the __cuda_stream__ protocol
+    if hasattr(cp.cuda.Stream, "from_external"):
+        ext = cp.cuda.Stream.from_external(ours)
+    else:
+        ext = cp.cuda.ExternalStream(ours.handle)
     g = gpuarray.to_gpu(x)
     with ext:
         c2 = cp.from_dlpack(g)
@@ -663,7 +667,12 @@ def nb_cuda(ctx):
     numba_cuda = pytest.importorskip("numba.cuda")
     if not numba_cuda.is_available():
         pytest.skip("numba.cuda is not available")
-    return numba_cuda
+    from numba import config
+    # the test kernels are tiny on purpose: no occupancy advice (warnings are errors here)
+    old = config.CUDA_LOW_OCCUPANCY_WARNINGS
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    yield numba_cuda
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = old
 
 
 @pytest.mark.gpu
