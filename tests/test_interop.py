@@ -685,7 +685,9 @@ def test_numba_roundtrip(nb_cuda, rng, dt):
     assert g.ptr == d.__cuda_array_interface__["data"][0]
     np.testing.assert_array_equal(g.get(), x)
     np.testing.assert_array_equal(gpuarray.asarray(d[::2]).get(), x[::2])
-    np.testing.assert_array_equal(gpuarray.asarray(d.T).get(), x.T)
+    # (numba's own d.T runs a numba kernel; numba-cuda 0.30 cannot compile kernels
+    # with NumPy 2.5, so the strided views here are plain slices)
+    np.testing.assert_array_equal(gpuarray.asarray(d[:, ::-2]).get(), x[:, ::-2])
     h = gpuarray.to_gpu(x)
     for view, ref in ((h, x), (h[::2], x[::2]), (h.T, x.T)):
         nd = nb_cuda.as_cuda_array(view)
@@ -696,16 +698,18 @@ def test_numba_roundtrip(nb_cuda, rng, dt):
 def test_numba_zero_copy_and_kernel(nb_cuda, rng):
     x = rng.standard_normal(256).astype(np.float32)
     h = gpuarray.to_gpu(x)
-
-    @nb_cuda.jit
-    def twice(a):
-        i = nb_cuda.grid(1)
-        if i < a.size:
-            a[i] *= 2
-
-    twice[1, 256](nb_cuda.as_cuda_array(h))
+    # numba writes into our memory through the interface (no copy) ...
+    nb_cuda.as_cuda_array(h).copy_to_device(x * 2)
     nb_cuda.synchronize()
     np.testing.assert_array_equal(h.get(), x * 2)
+    # ... and our kernels take numba's arrays as arguments
+    from barecuda.compiler import SourceModule
+    add = SourceModule("__global__ void add1(float *a, int n)"
+                       "{ int i = threadIdx.x; if (i < n) a[i] += 1.0f; }").get_function("add1")
+    nd = nb_cuda.to_device(x)
+    add(nd, np.int32(256), block=(256, 1, 1))
+    drv.Context.synchronize()
+    np.testing.assert_array_equal(nd.copy_to_host(), x + 1)
     d = nb_cuda.to_device(x)
     g = gpuarray.asarray(d)
     g.fill(1)
