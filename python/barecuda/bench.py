@@ -3,9 +3,10 @@
 
 Each section is a module ``barecuda._bench_<name>`` with ``run()`` returning a
 list of dicts with keys ``name``, ``value``, ``unit``, ``ratio``, ``vs`` and
-``note`` (any of the last four may be None).  ``ratio`` is the figure divided
-by what it is judged against (named by ``vs``), oriented so that more is
-better: 1.0 means as fast as the reference.  Sections run in the fixed order of
+``note`` (any of the last four may be None).  ``ratio`` compares the figure
+with what ``vs`` names; each section's docstring says which way it is taken
+(times over times for launches: less is better; rates over rates for copies:
+more is better).  Sections run in the fixed order of
 SECTIONS; a section whose module does not exist is skipped silently, a section
 that fails is reported and the others still run.  A table goes to stdout and,
 with ``--json``, the rows and errors to a file.
@@ -96,6 +97,47 @@ def format_table(rows, errors=()):
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+# Launch rows drawn by --svg: (row name in the launch section, label).
+_CHART = [
+    ("launch __call__, empty kernel, 4 args", "barecuda __call__"),
+    ("launch prepared_call, 4 args", "barecuda prepared_call"),
+    ("graph replay (1 kernel node), GraphExec.launch", "barecuda graph replay"),
+    ("cuda.core launch, 4 args", "cuda.core launch"),
+    ("CuPy RawKernel launch, 4 args", "CuPy RawKernel"),
+]
+
+
+def launch_chart_svg(rows):
+    """An SVG bar chart (standard library only) of the launch overhead rows, with
+    the C floor of the __call__ row as the first bar."""
+    by_name = {r["name"]: r for r in rows if r.get("section") == "launch"}
+    bars = []
+    first = by_name.get(_CHART[0][0])
+    if first and first.get("value") and first.get("ratio"):
+        bars.append(("C floor (cuLaunchKernel loop)", first["value"] / first["ratio"]))
+    bars += [(label, by_name[n]["value"]) for n, label in _CHART
+             if n in by_name and by_name[n].get("value")]
+    if not bars:
+        return None
+    width, bar_h, gap, left = 640, 26, 10, 210
+    top = max(v for _, v in bars)
+    scale = (width - left - 80) / top
+    height = 40 + len(bars) * (bar_h + gap)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           'font-family="sans-serif" font-size="13">',
+           '<text x="10" y="20" font-weight="bold">Kernel launch, empty kernel with 4 '
+           'arguments (us per launch, less is better)</text>']
+    for i, (label, v) in enumerate(bars):
+        y = 34 + i * (bar_h + gap)
+        colour = "#999" if i == 0 else ("#2a7" if label.startswith("barecuda") else "#c63")
+        out.append(f'<text x="{left - 8}" y="{y + 18}" text-anchor="end">{label}</text>')
+        out.append(f'<rect x="{left}" y="{y}" width="{v * scale:.1f}" height="{bar_h}" '
+                   f'fill="{colour}"/>')
+        out.append(f'<text x="{left + v * scale + 6:.1f}" y="{y + 18}">{v:.2f}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def _environment():
     env = {"python": platform.python_version(), "platform": platform.platform()}
     try:
@@ -118,13 +160,27 @@ def main(argv=None):
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
     parser.add_argument("--only", nargs="+", metavar="SECTION", choices=SECTIONS,
                         help="run only these sections")
+    parser.add_argument("--svg", metavar="FILE", help="also draw the launch figures as an SVG chart")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="run nothing: read the rows of an earlier --json FILE (for --svg)")
     args = parser.parse_args(argv)
-    rows, errors = collect(args.only, out=sys.stderr)
+    if args.from_json:
+        with open(args.from_json) as f:
+            rows, errors = json.load(f)["rows"], []
+    else:
+        rows, errors = collect(args.only, out=sys.stderr)
     sys.stdout.write(format_table(rows, errors))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": _environment(), "rows": rows, "errors": errors}, f, indent=2)
             f.write("\n")
+    if args.svg:
+        svg = launch_chart_svg(rows)
+        if svg is None:
+            sys.stderr.write("no launch figures to draw\n")
+        else:
+            with open(args.svg, "w") as f:
+                f.write(svg)
     return 1 if errors else 0
 
 
