@@ -20,39 +20,61 @@ handle_key(CUcontext handle)
     return PyLong_FromVoidPtr((void *)handle);
 }
 
-/* The live, unreleased registered wrapper of `handle`, or NULL (no exception). */
-static bc_Context *
-registry_lookup(bc_State *st, CUcontext handle)
+/* The registry maps each handle to a list of weak references: every wrapper made
+ * for it, so reset_primary_context() can reach all of them. */
+static PyObject *
+registry_list(bc_State *st, CUcontext handle, int create)
 {
     if (st->contexts == NULL)
         return NULL;
     PyObject *key = handle_key(handle);
-    if (key == NULL) {
-        PyErr_Clear();
+    if (key == NULL)
         return NULL;
+    PyObject *list = PyDict_GetItemWithError(st->contexts, key); /* borrowed */
+    if (list == NULL && !PyErr_Occurred() && create) {
+        list = PyList_New(0);
+        if (list != NULL && PyDict_SetItem(st->contexts, key, list) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(list); /* the dict holds it */
     }
-    PyObject *ref = PyDict_GetItemWithError(st->contexts, key); /* borrowed */
     Py_DECREF(key);
-    if (ref == NULL) {
+    return list;
+}
+
+/* The newest live, unreleased wrapper of `handle`, or NULL (no exception). */
+static bc_Context *
+registry_lookup(bc_State *st, CUcontext handle)
+{
+    PyObject *list = registry_list(st, handle, 0);
+    if (list == NULL) {
         PyErr_Clear();
         return NULL;
     }
-    PyObject *obj = bc_weakref_get(ref);
-    if (obj != NULL && ((bc_Context *)obj)->released)
-        Py_CLEAR(obj);
-    return (bc_Context *)obj;
+    for (Py_ssize_t i = PyList_GET_SIZE(list) - 1; i >= 0; i--) {
+        PyObject *obj = bc_weakref_get(PyList_GET_ITEM(list, i));
+        if (obj != NULL && !((bc_Context *)obj)->released)
+            return (bc_Context *)obj;
+        Py_XDECREF(obj);
+    }
+    return NULL;
 }
 
 static int
 registry_add(bc_State *st, bc_Context *ctx)
 {
-    PyObject *key = handle_key(ctx->handle);
-    if (key == NULL)
+    PyObject *list = registry_list(st, ctx->handle, 1);
+    if (list == NULL)
         return -1;
+    /* drop references whose wrapper is gone, so the list stays short */
+    for (Py_ssize_t i = PyList_GET_SIZE(list) - 1; i >= 0; i--) {
+        PyObject *obj = bc_weakref_get(PyList_GET_ITEM(list, i));
+        if (obj == NULL && PySequence_DelItem(list, i) < 0)
+            return -1;
+        Py_XDECREF(obj);
+    }
     PyObject *ref = PyWeakref_NewRef((PyObject *)ctx, NULL);
-    int rc = ref ? PyDict_SetItem(st->contexts, key, ref) : -1;
+    int rc = ref ? PyList_Append(list, ref) : -1;
     Py_XDECREF(ref);
-    Py_DECREF(key);
     return rc;
 }
 
@@ -197,11 +219,53 @@ bc_context_current(bc_State *st)
     return bc_context_wrap(st, cur);
 }
 
+PyObject *
+bc_context_reset_primary(bc_State *st, CUdevice dev)
+{
+    BC_REQUIRE_DRIVER(st, NULL);
+    CUcontext handle = NULL;
+    unsigned int flags;
+    int active = 0;
+    if (bc_check(st, bc_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active),
+                 "cuDevicePrimaryCtxGetState") < 0)
+        return NULL;
+    if (active && bc_drv.cuDevicePrimaryCtxRetain(&handle, dev) == CUDA_SUCCESS)
+        bc_drv.cuDevicePrimaryCtxRelease(dev);
+    /* Every wrapper of the old context is released first (its retain given back),
+     * so its objects never touch the re-created context: their later use raises
+     * LogicError and their release is skipped. */
+    PyObject *list = handle ? registry_list(st, handle, 0) : NULL;
+    if (list == NULL && PyErr_Occurred())
+        return NULL;
+    for (Py_ssize_t i = 0; list != NULL && i < PyList_GET_SIZE(list); i++) {
+        bc_Context *c = (bc_Context *)bc_weakref_get(PyList_GET_ITEM(list, i));
+        if (c != NULL && !c->released) {
+            c->released = 1;
+            if (c->kind == BC_CTX_PRIMARY)
+                bc_drv.cuDevicePrimaryCtxRelease(dev);
+        }
+        Py_XDECREF(c);
+    }
+    if (st->default_context != NULL && ((bc_Context *)st->default_context)->handle == handle)
+        Py_CLEAR(st->default_context);
+    CUcontext cur = NULL;
+    if (handle != NULL && bc_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == handle)
+        bc_drv.cuCtxSetCurrent(NULL);
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuDevicePrimaryCtxReset(dev);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, "cuDevicePrimaryCtxReset") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 int
 bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what)
 {
     if (ctx != NULL && ctx->released)
-        return bc_error_logic(st, "%s belongs to a context that was detached", what);
+        return bc_error_logic(st, "%s belongs to a context that was detached (or a primary "
+                                  "context that was reset)", what);
     return 0;
 }
 

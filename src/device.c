@@ -312,6 +312,21 @@ device_retain_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))
     return bc_context_retain_primary(bc_state_of((PyObject *)self), self->handle);
 }
 
+PyDoc_STRVAR(reset_primary_context_doc,
+"reset_primary_context()\n--\n\n"
+"Destroy the device's primary context with all its memory, modules and streams\n"
+"(cuDevicePrimaryCtxReset), the way to recover from a sticky fault such as an\n"
+"illegal address.  Every barecuda object of that context is released first: using\n"
+"one afterwards raises LogicError.  The next call that needs a context gets a\n"
+"fresh primary context.  Other libraries using the same context (CuPy, PyTorch)\n"
+"lose their state too.");
+
+static PyObject *
+device_reset_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))
+{
+    return bc_context_reset_primary(bc_state_of((PyObject *)self), self->handle);
+}
+
 PyDoc_STRVAR(make_context_doc,
 "make_context(flags=0)\n--\n\n"
 "Create a new context on the device (ctx_flags) and push it on this thread's\n"
@@ -372,6 +387,8 @@ static PyMethodDef device_methods[] = {
     {"can_access_peer", (PyCFunction)device_can_access_peer, METH_O, can_access_peer_doc},
     {"retain_primary_context", (PyCFunction)device_retain_primary_context, METH_NOARGS,
      retain_primary_context_doc},
+    {"reset_primary_context", (PyCFunction)device_reset_primary_context, METH_NOARGS,
+     reset_primary_context_doc},
     {"make_context", (PyCFunction)(void (*)(void))device_make_context,
      METH_VARARGS | METH_KEYWORDS, make_context_doc},
     {NULL, NULL, 0, NULL},

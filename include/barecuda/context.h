@@ -53,4 +53,6 @@ PyObject *bc_device_new(bc_State *st, CUdevice dev);
  * new context made with cuCtxCreate(flags) and pushed, as PyCUDA's make_context. */
 PyObject *bc_context_retain_primary(bc_State *st, CUdevice dev);
 PyObject *bc_context_create(bc_State *st, CUdevice dev, unsigned int flags);
+/* Release every wrapper of dev's primary context, then cuDevicePrimaryCtxReset. */
+PyObject *bc_context_reset_primary(bc_State *st, CUdevice dev);
 #endif
