@@ -135,6 +135,12 @@ class XORWOWRandomNumberGenerator:
         return cumath.exp(a, stream=stream)
 
     def fill_poisson(self, *args, **kwargs):
+        """fill_poisson(data, lambda_value=None, stream=None): PyCUDA's Poisson fill (not available).
+
+        Always raises NotImplementedError: barecuda's generator has no Poisson
+        distribution.  Draw on the host with ``numpy.random.Generator.poisson`` and
+        copy with ``gpuarray.to_gpu``.
+        """
         raise NotImplementedError("Poisson numbers are not implemented")
 
 

@@ -98,14 +98,30 @@ class ArgumentHandler:
         self.dev_alloc = None
 
     def get_device_alloc(self):
+        """The DeviceAllocation holding the device copy of the array (allocated on first use).
+
+        The size is ``max(array.nbytes, 1)``; the launch passes its address to the kernel.
+        Raises driver.MemoryError when the device memory is exhausted.
+        """
         if self.dev_alloc is None:
             self.dev_alloc = _driver.mem_alloc(max(self.array.nbytes, 1))
         return self.dev_alloc
 
     def pre_call(self, stream):
+        """pre_call(stream): called by the launch before the kernel starts.
+
+        `stream` is the launch's Stream, or None for the default stream.  The base
+        class does nothing; In and InOut copy the host array to the device here.
+        """
         pass
 
     def post_call(self, stream):
+        """post_call(stream): called by the launch after the kernel is queued.
+
+        The base class keeps the device copy alive until `stream` has finished (the
+        kernel may still be running); Out and InOut first queue the copy back into the
+        host array (synchronously when `stream` is None, as in PyCUDA).
+        """
         # The kernel may still run: keep the device copy until the stream is idle.
         if stream is not None and self.dev_alloc is not None:
             keep = getattr(stream, "_keep_alive", None)
@@ -135,6 +151,11 @@ class In(ArgumentHandler):
     """Copy the array to the device before the launch."""
 
     def pre_call(self, stream):
+        """pre_call(stream): copy the host array to the device copy before the launch.
+
+        Queued on `stream` when given (page-locked host memory makes it truly async),
+        synchronous with stream None.  Nothing is copied for an empty array.
+        """
         _to_device(self, stream)
 
 
@@ -147,6 +168,11 @@ class Out(ArgumentHandler):
             raise ValueError("Out(): the array must be writeable")
 
     def post_call(self, stream):
+        """post_call(stream): copy the device data back into the host array after the launch.
+
+        Queued on `stream` when given (read the array only after synchronizing it), else
+        synchronous; the device copy is kept alive until the stream is done.
+        """
         _from_device(self, stream)
         super().post_call(stream)
 
@@ -155,6 +181,7 @@ class InOut(In, Out):
     """Copy the array to the device before the launch and back after it."""
 
     def post_call(self, stream):
+        """post_call(stream): copy the device data back into the host array (as Out.post_call)."""
         Out.post_call(self, stream)
 
 # }}}

@@ -236,6 +236,11 @@ class GPUArray:
         return int(self._scalar())
 
     def item(self):
+        """The single element as a Python scalar (int, float, complex or bool).
+
+        Copies the array to the host.  Raises TypeError unless the array has exactly
+        one element (as NumPy's ``ndarray.item()`` with no arguments).
+        """
         return self._scalar().item()
 
     def _scalar(self):
@@ -288,6 +293,12 @@ class GPUArray:
             _strided_copy(self, tmp, stream)
 
     def set_async(self, ary, stream=None):
+        """set_async(ary, stream=None): queue the host-to-device copy of `ary` on `stream`.
+
+        As ``set(ary, async_=True, stream=stream)``: `ary` must have this array's size
+        and dtype (ValueError otherwise).  The copy is truly asynchronous only for
+        page-locked `ary`; keep `ary` alive and unchanged until the stream has run it.
+        """
         return self.set(ary, async_=True, stream=stream)
 
     def get(self, ary=None, pagelocked=False, async_=False, stream=None, **kwargs):
@@ -322,6 +333,13 @@ class GPUArray:
         return ary
 
     def get_async(self, stream=None, ary=None):
+        """get_async(stream=None, ary=None): queue the device-to-host copy on `stream`.
+
+        As ``get(ary=ary, async_=True, stream=stream)``; returns the host array, whose
+        contents are valid only once `stream` is synchronized.  Give a page-locked `ary`
+        (e.g. from ``driver.pagelocked_empty``) for a truly asynchronous copy.  Raises
+        TypeError or ValueError when `ary` has the wrong type, dtype, size or order.
+        """
         return self.get(ary=ary, async_=True, stream=stream)
 
     # ----------------------------------------------------------- views and copies
@@ -419,13 +437,27 @@ class GPUArray:
         return src._view(shape, _f_strides(shape, self.dtype.itemsize))
 
     def ravel(self, order="C"):
+        """ravel(order="C"): the elements as a 1-d GPUArray of length ``size``.
+
+        A view when the array is contiguous in `order` ('C' or 'F'), else a contiguous
+        copy (as NumPy).  Raises ValueError for another `order`.
+        """
         return self.reshape(self.size, order=order)
 
     def flatten(self):
+        """flatten(): a new 1-d GPUArray holding a C-order copy of the elements.
+
+        Unlike ravel(), the result never shares memory with this array.
+        """
         c = self._contiguous()
         return (c.copy() if c is self else c).reshape(self.size)
 
     def squeeze(self, axis=None):
+        """squeeze(axis=None): a view without axes of length one.
+
+        `axis` (an int or a tuple of ints, negative counts from the end) names the axes
+        to drop; each must have length one, else ValueError (NumPy's message).
+        """
         if axis is None:
             keep = [k for k, d in enumerate(self.shape) if d != 1]
         else:
@@ -438,6 +470,11 @@ class GPUArray:
         return self._view(tuple(self.shape[k] for k in keep), tuple(self.strides[k] for k in keep))
 
     def transpose(self, axes=None):
+        """transpose(axes=None): a view with the axes permuted (no copy).
+
+        `axes` is a permutation of ``range(ndim)`` (negative values allowed); None
+        reverses the axes, as ``self.T``.  Raises ValueError for a wrong permutation.
+        """
         if axes is None:
             axes = tuple(reversed(range(self.ndim)))
         else:
@@ -639,6 +676,12 @@ class GPUArray:
         return _binary("add", _binary("multiply", self, selffac), _binary("multiply", other, otherfac))
 
     def conj(self, out=None, stream=None):
+        """conj(out=None, stream=None): the complex conjugate, elementwise.
+
+        A new array (or `out`, which must match shape and dtype); real arrays give a
+        copy and bool arrays int8, as ``numpy.conjugate``.  ``conjugate`` is the same
+        method.
+        """
         if self.dtype.kind == "b":  # NumPy has no bool loop for conjugate: it gives int8
             return self.astype(np.int8, stream=stream) if out is None else _assign(out, self, stream)
         if self.dtype.kind != "c":
@@ -664,21 +707,49 @@ class GPUArray:
     # ----------------------------------------------------------- reductions
 
     def sum(self, dtype=None, stream=None, allocator=None):
+        """sum(dtype=None, stream=None, allocator=None): the sum of all elements.
+
+        Returns a 0-d GPUArray (PyCUDA semantics: call ``.get()`` or ``.item()`` for a
+        host value).  `dtype` defaults to NumPy's accumulator type (int64 for small
+        integers, the input's type for floats); see ``gpuarray.sum``.
+        """
         return sum(self, dtype, stream, allocator)
 
     def max(self, stream=None):
+        """max(stream=None): the largest element as a 0-d GPUArray.
+
+        NaN wins if present, as NumPy.  Raises ValueError for an empty array.
+        """
         return max(self, stream)
 
     def min(self, stream=None):
+        """min(stream=None): the smallest element as a 0-d GPUArray.
+
+        NaN wins if present, as NumPy.  Raises ValueError for an empty array.
+        """
         return min(self, stream)
 
     def mean(self, dtype=None, stream=None):
+        """mean(dtype=None, stream=None): the arithmetic mean as a 0-d GPUArray.
+
+        The dtype is NumPy's (float64 for integer input) unless given; an empty array
+        gives NaN.
+        """
         return mean(self, dtype, stream)
 
     def dot(self, other, dtype=None, stream=None):
+        """dot(other, dtype=None, stream=None): ``sum(self * other)`` as a 0-d GPUArray.
+
+        Both arrays are taken flat and must have the same size (ValueError otherwise);
+        `other` must be a GPUArray (TypeError).  No conjugation (see ``gpuarray.vdot``).
+        """
         return dot(self, other, dtype, stream)
 
     def get_numpy_scalar(self):
+        """The single element as a NumPy scalar (e.g. numpy.float32), copied to the host.
+
+        Raises TypeError unless the array has exactly one element.
+        """
         return self._scalar()
 
     def __iter__(self):
@@ -1074,6 +1145,13 @@ def empty(shape, dtype=np.float64, allocator=None, order="C", stream=None):
 
 
 def zeros(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+    """zeros(shape, dtype=float64, allocator=None, order="C", stream=None): a new GPUArray of zeros.
+
+    `shape` is an int or a tuple of ints, `order` 'C' or 'F'; `allocator` (a callable
+    taking a byte count, such as a ``tools.DeviceMemoryPool``) supplies the memory.
+    With `stream` the clearing is queued on it.  Raises ValueError or TypeError for
+    a bad shape, dtype or order, as the GPUArray constructor.
+    """
     a = GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
         if stream is not None and hasattr(_drv, "memset_d8_async"):
@@ -1084,10 +1162,19 @@ def zeros(shape, dtype=np.float64, allocator=None, order="C", stream=None):
 
 
 def ones(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+    """ones(shape, dtype=float64, allocator=None, order="C", stream=None): a new GPUArray of ones.
+
+    Arguments and errors as ``zeros``.
+    """
     return full(shape, 1, dtype, allocator, order, stream)
 
 
 def full(shape, fill_value, dtype=None, allocator=None, order="C", stream=None):
+    """full(shape, fill_value, dtype=None, ...): a new GPUArray with every element `fill_value`.
+
+    `dtype` defaults to NumPy's type of `fill_value` (``numpy.array(fill_value).dtype``);
+    other arguments and errors as ``zeros``.
+    """
     if dtype is None:
         dtype = np.array(fill_value).dtype
     a = GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
@@ -1102,16 +1189,29 @@ def _like(other, dtype, order):
 
 
 def empty_like(other, dtype=None, order="K", stream=None):
+    """empty_like(other, dtype=None, order="K", stream=None): a new uninitialised GPUArray shaped as `other`.
+
+    `other` is a GPUArray; its dtype and allocator are reused unless `dtype` is
+    given.  order "K" keeps Fortran order for an F-contiguous `other`, else C.
+    """
     order, dtype = _like(other, dtype, order)
     return GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)
 
 
 def zeros_like(other, dtype=None, order="K", stream=None):
+    """zeros_like(other, dtype=None, order="K", stream=None): a new GPUArray of zeros shaped as `other`.
+
+    Arguments as ``empty_like``.
+    """
     order, dtype = _like(other, dtype, order)
     return zeros(other.shape, dtype, other.allocator, order, stream)
 
 
 def ones_like(other, dtype=None, order="K", stream=None):
+    """ones_like(other, dtype=None, order="K", stream=None): a new GPUArray of ones shaped as `other`.
+
+    Arguments as ``empty_like``.
+    """
     order, dtype = _like(other, dtype, order)
     return full(other.shape, 1, dtype, other.allocator, order, stream)
 
@@ -1173,6 +1273,7 @@ def arange(*args, dtype=None, allocator=None, stream=None):
 
 
 def is_gpuarray(obj):
+    """True when `obj` is a GPUArray (views included), else False."""
     return isinstance(obj, GPUArray)
 
 
@@ -1453,14 +1554,17 @@ def subset_min(subset, a, stream=None):
 
 
 def real(a):
+    """The real part of GPUArray `a` (a view; `a` itself for real dtypes), as ``a.real``."""
     return a.real
 
 
 def imag(a):
+    """The imaginary part of GPUArray `a` (a view; zeros for real dtypes), as ``a.imag``."""
     return a.imag
 
 
 def conj(a, out=None, stream=None):
+    """conj(a, out=None, stream=None): the complex conjugate of GPUArray `a`, as ``a.conj()``."""
     return a.conj(out, stream)
 
 

@@ -76,6 +76,13 @@ class ReductionKernel:
         self._ref = weakref.ref(self)
 
     def source(self, index64=False, range_variant=False):
+        """source(index64=False, range_variant=False): the CUDA C++ source of this reduction.
+
+        Two kernels, ``<name>_stage1`` (one partial result per block) and
+        ``<name>_stage2`` (combines the partials).  `index64` uses 64-bit indices (for
+        more than 2**31 - 1 elements); `range_variant` adds start/step parameters for
+        the ``range=``/``slice=`` calls.  Returns a str; compiles nothing.
+        """
         sig = self._sig
         index_t = "long long" if index64 else "int"
         params = list(sig.params)
@@ -98,6 +105,13 @@ class ReductionKernel:
                       block=BLOCK, unroll=self._unroll)
 
     def get_functions(self, index64=False, range_variant=False, cache=None):
+        """get_functions(index64=False, range_variant=False, cache=None): the compiled (stage1, stage2) Functions.
+
+        Compiles ``source(index64, range_variant)`` with NVRTC on first use in the
+        current context and caches the prepared Functions in `cache` (default: the
+        context's cache).  Raises driver.CompileError when the expressions do not
+        compile.
+        """
         if cache is None:
             cache = context_cache()
         key = (self._key, index64, range_variant)
@@ -113,6 +127,14 @@ class ReductionKernel:
         return ent[1], ent[2]
 
     def __call__(self, *args, **kwargs):
+        """__call__(*args, stream=None, out=None, range=None, slice=None, allocator=None): run the reduction.
+
+        `args` match the declared arguments in order (GPUArrays for pointers, numbers for
+        scalars); at least one must be a GPUArray, whose size is the element count.
+        `range`/`slice` pick the indices reduced over.  Returns a 0-d GPUArray of
+        dtype_out (`out` when given).  Raises TypeError for a wrong argument count,
+        type or keyword, ValueError for mismatched sizes.
+        """
         stream = kwargs.pop("stream", None)
         out = kwargs.pop("out", None)
         rng = kwargs.pop("range", None)

@@ -157,9 +157,11 @@ class VectorArg(Argument):
     """A pointer argument (an array): `dtype *name`."""
 
     def declarator(self):
+        """The C declaration of the parameter, e.g. ``float *x``."""
         return f"{dtype_to_ctype(self.dtype)} *{self.name}"
 
     def struct_char(self):
+        """The ``Function.prepare`` format character of a pointer: "P"."""
         return "P"
 
 
@@ -167,9 +169,14 @@ class ScalarArg(Argument):
     """A by-value argument: `dtype name`."""
 
     def declarator(self):
+        """The C declaration of the parameter, e.g. ``int n``."""
         return f"{dtype_to_ctype(self.dtype)} {self.name}"
 
     def struct_char(self):
+        """The ``struct``/``Function.prepare`` format character of the dtype (e.g. "f").
+
+        Raises TypeError for complex, float16 and bool, which have none.
+        """
         if self.dtype.kind == "c" or self.dtype == _np.float16 or self.dtype == _np.bool_:
             raise TypeError(f"{self.dtype} has no struct format character")
         return self.dtype.char
@@ -384,6 +391,13 @@ class DeviceMemoryPool(_BlockPool):
             pass
 
     def allocate(self, nbytes):
+        """allocate(nbytes): a PooledDeviceAllocation of at least `nbytes` bytes.
+
+        Reuses a held block of the size class when there is one, else asks the
+        allocator (freeing held blocks and retrying once on driver.MemoryError).  The
+        pool is also callable: ``pool(nbytes)`` is ``pool.allocate(nbytes)``.  Raises
+        TypeError for a non-integer size, ValueError for a negative one.
+        """
         nbytes = _pool_check_size(nbytes)
         nr, block = self._take(nbytes)
         return _bc_driver._pooled_allocation(self, block, nbytes)
@@ -428,6 +442,11 @@ class PooledHostAllocation:
         }
 
     def free(self):
+        """Give the block back to its pool now (idempotent).
+
+        Every array using this block must no longer be used afterwards: the pool may
+        hand the memory to the next ``allocate``.
+        """
         block, self._block = self._block, None
         if block is not None:
             self._pool._give_back(self._nr, block)
@@ -463,6 +482,12 @@ class PageLockedMemoryPool(_BlockPool):
             pass
 
     def allocate(self, shape, dtype=None, order="C"):
+        """allocate(shape, dtype=None, order="C"): an empty NumPy array in pooled page-locked memory.
+
+        As ``numpy.empty(shape, dtype, order)``; the array's ``.base`` is a
+        PooledHostAllocation.  Raises TypeError for an object dtype, ValueError for a
+        negative dimension or an order other than 'C'/'F'.
+        """
         dtype = _np.dtype(dtype)
         if dtype.hasobject:
             raise TypeError(f"allocate(): dtype {dtype} holds Python objects")
