@@ -877,8 +877,9 @@ static PyMethodDef array_methods[] = {
      array_get_descriptor_3d_doc},
     {"set", (PyCFunction)(void (*)(void))array_set, METH_VARARGS | METH_KEYWORDS, array_set_doc},
     {"get", (PyCFunction)(void (*)(void))array_get, METH_VARARGS | METH_KEYWORDS, array_get_doc},
-    {"__enter__", array_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)array_exit, METH_VARARGS, NULL},
+    {"__enter__", array_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__exit__", (PyCFunction)array_exit, METH_VARARGS,
+     "__exit__(*exc_info)\n--\n\nRelease the object (as free()/close())."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -487,9 +487,11 @@ static PyMethodDef module_methods[] = {
     {"get_function", (PyCFunction)module_get_function, METH_O, get_function_doc},
     {"get_global", (PyCFunction)module_get_global, METH_O, get_global_doc},
     {"unload", (PyCFunction)module_unload, METH_NOARGS, unload_doc},
-    {"close", (PyCFunction)module_unload, METH_NOARGS, unload_doc},
-    {"__enter__", module_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)module_exit, METH_VARARGS, NULL},
+    {"close", (PyCFunction)module_unload, METH_NOARGS,
+     "close()\n--\n\nSame as unload()."},
+    {"__enter__", module_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__exit__", (PyCFunction)module_exit, METH_VARARGS,
+     "__exit__(*exc_info)\n--\n\nRelease the object (as free()/close())."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -308,8 +308,9 @@ stream_add_callback(bc_Stream *self, PyObject *fn)
 }
 
 PyDoc_STRVAR(begin_capture_doc,
-"begin_capture(mode=stream_capture_mode.GLOBAL)\n--\n\n"
-"Start recording the work queued on this stream into a graph instead of running it.");
+"begin_capture(mode=0)\n--\n\n"
+"Start recording the work queued on this stream into a graph instead of running it.\n"
+"mode is a stream_capture_mode (default GLOBAL, 0).");
 
 static PyObject *
 stream_begin_capture(bc_Stream *self, PyObject *args, PyObject *kwargs)

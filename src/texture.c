@@ -706,8 +706,9 @@ texobj_repr(bc_TexObject *self)
 
 static PyMethodDef texture_methods[] = {
     {"close", (PyCFunction)texobj_close, METH_NOARGS, close_doc},
-    {"__enter__", texobj_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)texobj_exit, METH_VARARGS, NULL},
+    {"__enter__", texobj_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__exit__", (PyCFunction)texobj_exit, METH_VARARGS,
+     "__exit__(*exc_info)\n--\n\nclose() the object."},
     {"from_linear", (PyCFunction)(void (*)(void))texture_from_linear,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, from_linear_doc},
     {"from_pitch2d", (PyCFunction)(void (*)(void))texture_from_pitch2d,
@@ -717,8 +718,9 @@ static PyMethodDef texture_methods[] = {
 
 static PyMethodDef surface_methods[] = {
     {"close", (PyCFunction)texobj_close, METH_NOARGS, close_doc},
-    {"__enter__", texobj_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)texobj_exit, METH_VARARGS, NULL},
+    {"__enter__", texobj_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__exit__", (PyCFunction)texobj_exit, METH_VARARGS,
+     "__exit__(*exc_info)\n--\n\nclose() the object."},
     {NULL, NULL, 0, NULL},
 };
 

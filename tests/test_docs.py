@@ -30,28 +30,11 @@ MODULES = [
 # entry is fixed, so the lists only ever shrink.
 #
 # C methods (src/*.c) whose docstring neither starts with "name(" nor gives
-# inspect.signature a __text_signature__:
-#   Module.close: shares unload's PyDoc_STRVAR, whose first line is "unload()",
-#     so CPython finds no signature for the name "close".
-#   Stream.begin_capture: its PyDoc_STRVAR lacks the "begin_capture(...)\n--\n\n"
-#     signature line.
-C_SIGNATURE_ALLOW = frozenset({
-    "Module.close",
-    "Stream.begin_capture",
-})
+# inspect.signature a __text_signature__ (none at present).
+C_SIGNATURE_ALLOW = frozenset()
 
-# Public methods without any docstring that live in files owned elsewhere:
-#   the context-manager methods of four C types (src/*.c define __enter__ and
-#   __exit__ without a doc string);
-#   ElementwiseKernel.__call__ (python/barecuda/elementwise.py; the class
-#   docstring describes the call).
-DOC_ALLOW = frozenset({
-    "barecuda.driver.Array.__enter__", "barecuda.driver.Array.__exit__",
-    "barecuda.driver.Module.__enter__", "barecuda.driver.Module.__exit__",
-    "barecuda.driver.SurfaceObject.__enter__", "barecuda.driver.SurfaceObject.__exit__",
-    "barecuda.driver.TextureObject.__enter__", "barecuda.driver.TextureObject.__exit__",
-    "barecuda.elementwise.ElementwiseKernel.__call__",
-})
+# Public methods without any docstring (none at present).
+DOC_ALLOW = frozenset()
 
 # Dunder methods that are part of the public face (the rest are inherited
 # object/type machinery with CPython's own docs).

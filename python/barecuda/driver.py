@@ -50,6 +50,8 @@ def _make_enum(name):
         base = _enum.IntFlag if name.endswith("_flags") else _enum.IntEnum
         cls = base(name, members, module=__name__)
         cls.__qualname__ = name
+        cls.__doc__ = (f"{name}: the values of this enum of the CUDA headers cuda.h, "
+                       f"as an {base.__name__} (members named without their CU_ prefix).")
         _made[name] = cls
     return cls
 

@@ -311,6 +311,14 @@ class ElementwiseKernel:
         return ent[1]
 
     def __call__(self, *args, **kwargs):
+        """Run the kernel: ``k(*args, range=None, slice=None, stream=None)``.
+
+        ``args`` follow the declared arguments: GPUArrays (or CuPy/PyTorch/Numba
+        arrays) for pointers, numbers for scalars (converted to the declared type).
+        ``range``/``slice`` restrict the indices visited; ``stream`` orders the
+        launch.  TypeError for a wrong argument count, a dtype that does not match
+        its declaration or an unknown keyword; ValueError for non-contiguous arrays.
+        """
         rng = kwargs.pop("range", None)
         slc = kwargs.pop("slice", None)
         stream = kwargs.pop("stream", None)
