@@ -315,11 +315,11 @@ device_retain_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))
 PyDoc_STRVAR(reset_primary_context_doc,
 "reset_primary_context()\n--\n\n"
 "Destroy the device's primary context with all its memory, modules and streams\n"
-"(cuDevicePrimaryCtxReset), the way to recover from a sticky fault such as an\n"
-"illegal address.  Every barecuda object of that context is released first: using\n"
-"one afterwards raises LogicError.  The next call that needs a context gets a\n"
-"fresh primary context.  Other libraries using the same context (CuPy, PyTorch)\n"
-"lose their state too.");
+"(cuDevicePrimaryCtxReset), e.g. to start over with a clean device.  Every barecuda\n"
+"object of that context is released first: using one afterwards raises LogicError.\n"
+"The next call that needs a context gets a fresh primary context.  Other libraries\n"
+"using the same context (CuPy, PyTorch) lose their state too.  It does not undo a\n"
+"sticky fault (illegal address, ...): the driver then needs a new process.");
 
 static PyObject *
 device_reset_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))

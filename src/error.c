@@ -143,8 +143,8 @@ bc_error_raise(bc_State *st, CUresult code, const char *routine)
               "cannot be used in a forked child: start workers with multiprocessing's "
               "'spawn' or 'forkserver' method)";
     else if (is_sticky(code))
-        why = " (the context is now unusable: exit the process, or release every object "
-              "of the context and reset its primary context)";
+        why = " (the context is now unusable: the driver cannot recover from this fault "
+              "inside the process, so CUDA work must continue in a new process)";
     PyObject *msg = PyUnicode_FromFormat("%s failed: %s%s%s%s", routine,
                                          name ? name : "CUDA_ERROR_UNKNOWN_CODE",
                                          text ? ": " : "", text ? text : "", why);
