@@ -261,6 +261,20 @@ bc_context_reset_primary(bc_State *st, CUdevice dev)
 }
 
 int
+bc_context_require(bc_State *st)
+{
+    BC_REQUIRE_DRIVER(st, -1);
+    CUcontext cur = NULL;
+    if (bc_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != NULL)
+        return 0;
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return -1;
+    Py_DECREF(ctx);
+    return 0;
+}
+
+int
 bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what)
 {
     if (ctx != NULL && ctx->released)

@@ -45,21 +45,6 @@ want_retry(bc_State *st, CUresult rc)
     return 1;
 }
 
-/* Make sure a context is current (before calls that need one to start). */
-static int
-require_context(bc_State *st)
-{
-    BC_REQUIRE_DRIVER(st, -1);
-    CUcontext cur = NULL;
-    if (bc_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != NULL)
-        return 0;
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return -1;
-    Py_DECREF(ctx);
-    return 0;
-}
-
 /* Minimal fastcall argument matching: positional then keywords by name. */
 static int
 fast_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -962,7 +947,7 @@ memcpy_call(bc_Memcpy *self, PyObject *args, PyObject *kwargs)
                         &peer.dstContext) < 0)
             return NULL;
     }
-    else if (require_context(st) < 0)
+    else if (bc_context_require(st) < 0)
         return NULL;
     CUresult rc;
     const char *routine;
@@ -1197,7 +1182,7 @@ bc_bench_copy(PyObject *m, PyObject *args)
                      kname);
         return NULL;
     }
-    if (require_context(st) < 0)
+    if (bc_context_require(st) < 0)
         return NULL;
     size_t n = (size_t)nbytes;
     CUdeviceptr d1 = 0, d2 = 0;

@@ -46,21 +46,6 @@ allocation_usable(bc_State *st, bc_DeviceAllocation *a)
     return bc_context_check_alive(st, a->ctx, "this allocation");
 }
 
-/* Make sure some context is current (the default one when none is). */
-static int
-require_context(bc_State *st)
-{
-    BC_REQUIRE_DRIVER(st, -1);
-    CUcontext cur = NULL;
-    if (bc_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != NULL)
-        return 0;
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return -1;
-    Py_DECREF(ctx);
-    return 0;
-}
-
 /* The pointer of an object exposing __cuda_array_interface__ (its 'data' item). */
 static int
 pointer_from_cai(PyObject *cai, CUdeviceptr *out)
@@ -403,7 +388,7 @@ static PyObject *
 bc_mem_get_info(PyObject *m, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_from_module(m);
-    if (require_context(st) < 0)
+    if (bc_context_require(st) < 0)
         return NULL;
     size_t free_b, total;
     if (bc_check(st, bc_drv.cuMemGetInfo(&free_b, &total), "cuMemGetInfo") < 0)
@@ -778,7 +763,7 @@ bc_mem_get_ipc_handle(PyObject *m, PyObject *arg)
 {
     bc_State *st = bc_state_from_module(m);
     CUdeviceptr ptr;
-    if (bc_pointer_convert(st, arg, &ptr, NULL) < 0 || require_context(st) < 0)
+    if (bc_pointer_convert(st, arg, &ptr, NULL) < 0 || bc_context_require(st) < 0)
         return NULL;
     CUipcMemHandle h;
     if (bc_check(st, bc_drv.cuIpcGetMemHandle(&h, ptr), "cuIpcGetMemHandle") < 0)
@@ -1310,7 +1295,7 @@ host_free(bc_HostAllocation *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 host_device_pointer(bc_State *st, void *ptr)
 {
-    if (require_context(st) < 0)
+    if (bc_context_require(st) < 0)
         return NULL;
     CUdeviceptr d;
     if (bc_check(st, bc_drv.cuMemHostGetDevicePointer(&d, ptr, 0), "cuMemHostGetDevicePointer") < 0)
@@ -2197,7 +2182,7 @@ bc_mem_prefetch_async(PyObject *m, PyObject *args, PyObject *kwargs)
     CUstream s;
     if (span_of(st, mem, &ptr, &known) < 0 ||
         span_count(onbytes, known, "mem_prefetch_async", &count) < 0 ||
-        require_context(st) < 0 || location_of(st, device, &loc) < 0 ||
+        bc_context_require(st) < 0 || location_of(st, device, &loc) < 0 ||
         bc_stream_convert(st, stream, &s) < 0)
         return NULL;
     CUresult rc;
@@ -2232,7 +2217,7 @@ bc_mem_advise(PyObject *m, PyObject *args, PyObject *kwargs)
     size_t known, count;
     CUmemLocation loc;
     if (span_of(st, mem, &ptr, &known) < 0 ||
-        span_count(onbytes, known, "mem_advise", &count) < 0 || require_context(st) < 0 ||
+        span_count(onbytes, known, "mem_advise", &count) < 0 || bc_context_require(st) < 0 ||
         location_of(st, device, &loc) < 0)
         return NULL;
     CUresult rc = bc_drv.cuMemAdvise(ptr, count, (CUmem_advise)advice, loc);
@@ -2257,7 +2242,7 @@ bc_pointer_get_attributes(PyObject *m, PyObject *arg)
     bc_State *st = bc_state_from_module(m);
     CUdeviceptr ptr;
     size_t known;
-    if (span_of(st, arg, &ptr, &known) < 0 || require_context(st) < 0)
+    if (span_of(st, arg, &ptr, &known) < 0 || bc_context_require(st) < 0)
         return NULL;
     CUpointer_attribute attrs[] = {
         CU_POINTER_ATTRIBUTE_MEMORY_TYPE,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,

@@ -31,6 +31,10 @@ typedef struct {
  * behaviour), so a bare `mem_alloc(n)` just works.  NULL with an exception set. */
 bc_Context *bc_context_current(bc_State *st);
 
+/* 0 when a context is current on this thread, making the default primary context
+ * current when none is (as bc_context_current, without returning it); -1 on error. */
+int bc_context_require(bc_State *st);
+
 /* Context object (new reference) for a driver handle, reusing a live wrapper. */
 bc_Context *bc_context_wrap(bc_State *st, CUcontext handle);
 
