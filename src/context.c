@@ -9,6 +9,7 @@
  * strong reference to its Context; detach() releases the context early and
  * makes those objects' later releases no-ops. */
 #include "barecuda/context.h"
+#include "barecuda/blockcache.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 
@@ -78,17 +79,30 @@ registry_add(bc_State *st, bc_Context *ctx)
     return rc;
 }
 
+/* Empty the kernel and block caches.  `release` frees the cached blocks (the
+ * context stays valid: a primary context somebody else may still retain);
+ * otherwise they go with the context. */
+static void
+context_drop_caches(bc_Context *self, int release)
+{
+    bc_block_flush(self, release);
+    Py_CLEAR(self->kernels);
+}
+
 static bc_Context *
 context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
 {
-    bc_Context *self = PyObject_New(bc_Context, (PyTypeObject *)st->ContextType);
+    bc_Context *self = PyObject_GC_New(bc_Context, (PyTypeObject *)st->ContextType);
     if (self == NULL)
         return NULL;
     self->handle = handle;
     self->device = dev;
     self->kind = kind;
     self->released = 0;
+    self->kernels = NULL;
+    self->nblocks = 0;
     self->weakreflist = NULL;
+    PyObject_GC_Track(self);
     if (registry_add(st, self) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -240,6 +254,7 @@ bc_context_reset_primary(bc_State *st, CUdevice dev)
     for (Py_ssize_t i = 0; list != NULL && i < PyList_GET_SIZE(list); i++) {
         bc_Context *c = (bc_Context *)bc_weakref_get(PyList_GET_ITEM(list, i));
         if (c != NULL && !c->released) {
+            context_drop_caches(c, 0); /* the reset frees the memory */
             c->released = 1;
             if (c->kind == BC_CTX_PRIMARY)
                 bc_drv.cuDevicePrimaryCtxRelease(dev);
@@ -304,7 +319,8 @@ bc_context_leave(int entered)
     }
 }
 
-/* Release what the object holds; returns the driver's answer. */
+/* Release what the object holds; returns the driver's answer.  Callers empty
+ * the caches first (GIL held, context still valid): context_drop_caches. */
 static CUresult
 context_release(bc_Context *self)
 {
@@ -321,12 +337,31 @@ context_release(bc_Context *self)
     }
 }
 
+static int
+context_traverse(bc_Context *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->kernels);
+    return 0;
+}
+
+/* The kernel cache holds modules that hold this context: a cycle the collector
+ * breaks here (the modules unload while the context is still valid). */
+static int
+context_clear(bc_Context *self)
+{
+    Py_CLEAR(self->kernels);
+    return 0;
+}
+
 static void
 context_dealloc(bc_Context *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
+    context_drop_caches(self, self->kind != BC_CTX_OWNED);
     if (!self->released && bc_drv_ready) {
         const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
         bc_error_in_destructor(bc_state_of((PyObject *)self), context_release(self), routine,
@@ -629,6 +664,7 @@ context_detach(bc_Context *self, PyObject *Py_UNUSED(ignored))
     if (self->released)
         Py_RETURN_NONE;
     const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
+    context_drop_caches(self, self->kind != BC_CTX_OWNED);
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
     rc = context_release(self);
@@ -690,6 +726,16 @@ context_get_released(bc_Context *self, void *Py_UNUSED(closure))
     return PyBool_FromLong(self->released);
 }
 
+static PyObject *
+context_get_kernels(bc_Context *self, void *Py_UNUSED(closure))
+{
+    if (check_usable(self) < 0)
+        return NULL;
+    if (self->kernels == NULL && (self->kernels = PyDict_New()) == NULL)
+        return NULL;
+    return Py_NewRef(self->kernels);
+}
+
 static PyMethodDef context_methods[] = {
     {"push", (PyCFunction)context_push, METH_NOARGS, push_doc},
     {"pop", (PyCFunction)context_pop, METH_NOARGS | METH_CLASS, pop_doc},
@@ -721,6 +767,10 @@ static PyGetSetDef context_getset[] = {
     {"device", (getter)context_get_device_prop, NULL, "The Device this context is on.", NULL},
     {"is_primary", (getter)context_get_is_primary, NULL, "Whether this is a primary context.", NULL},
     {"released", (getter)context_get_released, NULL, "Whether detach() was called.", NULL},
+    {"kernel_cache", (getter)context_get_kernels, NULL,
+     "A dict the array layer keeps its compiled kernels in: owned by this context\n"
+     "and emptied when it is detached, so kernels never outlive it.  LogicError\n"
+     "once detached.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -736,6 +786,8 @@ PyDoc_STRVAR(context_doc,
 
 static PyType_Slot context_slots[] = {
     {Py_tp_dealloc, context_dealloc},
+    {Py_tp_traverse, context_traverse},
+    {Py_tp_clear, context_clear},
     {Py_tp_repr, context_repr},
     {Py_tp_hash, context_hash},
     {Py_tp_richcompare, context_richcompare},
@@ -749,7 +801,8 @@ static PyType_Slot context_slots[] = {
 static PyType_Spec context_spec = {
     .name = "barecuda.driver.Context",
     .basicsize = sizeof(bc_Context),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+             Py_TPFLAGS_HAVE_GC,
     .slots = context_slots,
 };
 

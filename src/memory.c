@@ -11,6 +11,7 @@
  * array's base. */
 #include "barecuda/memory.h"
 #include "barecuda/argparse.h"
+#include "barecuda/blockcache.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 #include "barecuda/stream.h"
@@ -253,6 +254,9 @@ allocation_dealloc(bc_DeviceAllocation *self)
     PyObject_GC_UnTrack(self);
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
+    if (self->cached && !self->freed && self->ctx != NULL && !self->ctx->released &&
+        bc_block_give(self->ctx, self->ptr, self->size))
+        self->freed = 1; /* kept for reuse by the next allocation of its size class */
     if (!self->freed) {
         bc_State *st = bc_state_of((PyObject *)self);
         int sync;
@@ -291,9 +295,17 @@ allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
     self->stream_handle = stream_handle;
     self->kind = kind;
     self->freed = 0;
+    self->cached = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
+}
+
+PyObject *
+bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size_t size, int kind,
+                  PyObject *stream, CUstream stream_handle)
+{
+    return allocation_wrap(st->DeviceAllocationType, ctx, ptr, size, kind, stream, stream_handle);
 }
 
 PyDoc_STRVAR(mem_alloc_doc,

@@ -17,12 +17,23 @@ enum bc_context_kind {
     BC_CTX_BORROWED, /* somebody else's context: never released by us */
 };
 
+/* Freed small stream-ordered blocks kept for reuse (src/blockcache.c). */
+#define BC_BLOCK_SLOTS 64
+
+typedef struct {
+    CUdeviceptr ptr;
+    size_t size; /* a size class of bc_block_class() */
+} bc_CachedBlock;
+
 typedef struct {
     PyObject_HEAD
     CUcontext handle;
     CUdevice device;
     int kind;
     int released;
+    PyObject *kernels;     /* dict of compiled kernels of the array layer, or NULL */
+    int nblocks;           /* blocks[0:nblocks] are cached free blocks */
+    bc_CachedBlock blocks[BC_BLOCK_SLOTS];
     PyObject *weakreflist;
 } bc_Context;
 

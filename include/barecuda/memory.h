@@ -24,6 +24,8 @@ typedef struct {
     CUstream stream_handle; /* BC_ALLOC_ASYNC: its handle, taken at allocation */
     int kind;
     int freed;
+    int cached;             /* BC_ALLOC_ASYNC on stream 0: dealloc hands it to the
+                               context's block cache (src/blockcache.c) */
     PyObject *weakreflist;
 } bc_DeviceAllocation;
 
@@ -62,6 +64,11 @@ typedef struct {
  * 0 on success, -1 with TypeError/LogicError set.  *size_out (may be NULL) gets
  * the bytes known to be addressable from the pointer, or SIZE_MAX if unknown. */
 int bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_out);
+
+/* A new DeviceAllocation object for memory already allocated (new references to
+ * ctx and stream; stream may be NULL or None). */
+PyObject *bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size_t size,
+                            int kind, PyObject *stream, CUstream stream_handle);
 
 /* The Context of the memory behind obj when it is one of our allocation types
  * (borrowed), else NULL without an exception. */

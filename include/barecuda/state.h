@@ -63,6 +63,8 @@ int bc_nvrtc_setup(PyObject *m, bc_State *st);
 int bc_array_setup(PyObject *m, bc_State *st);
 int bc_texture_setup(PyObject *m, bc_State *st);
 int bc_dlpack_setup(PyObject *m, bc_State *st);
+int bc_blockcache_setup(PyObject *m, bc_State *st);
+int bc_staging_setup(PyObject *m, bc_State *st);
 
 /* Create a heap type from spec bound to module m, store it in *slot, and add it to m. */
 int bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot);

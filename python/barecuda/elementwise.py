@@ -19,7 +19,7 @@ import weakref
 import numpy as np
 
 from barecuda import driver as _drv
-from barecuda.tools import ScalarArg, VectorArg, dtype_to_ctype, parse_c_args
+from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
 
 __all__ = ["ElementwiseKernel", "get_elwise_module", "get_elwise_kernel"]
 
@@ -56,27 +56,50 @@ def headers_for(dtypes):
 
 # ------------------------------------------------------------ per-context caches
 
-_ctx_caches = {}   # id(Context) -> (Context, {key: value})
+_current_context = _drv.Context.get_current
 
 
 def context_cache():
-    """The dict of compiled kernels for the current context.
+    """The dict of compiled kernels of the current context (``Context.kernel_cache``).
 
-    Keyed by the Context object's identity: a context released by detach() is
-    dropped (with its kernels) the next time a new context needs a cache.
+    The context owns it, so kernels never keep a context alive: detach() empties
+    it, and a context nobody references is collected with its kernels.  An empty
+    throwaway dict when no context is current yet.
     """
-    ctx = _drv.Context.get_current()
-    entry = _ctx_caches.get(id(ctx))
-    if entry is not None and entry[0] is ctx:
-        return entry[1]
-    if ctx is None:
-        return {}
-    for key, (c, _) in list(_ctx_caches.items()):
-        if c is None or c.released:
-            del _ctx_caches[key]
-    d = {}
-    _ctx_caches[id(ctx)] = (ctx, d)
-    return d
+    ctx = _current_context()
+    return {} if ctx is None else ctx.kernel_cache
+
+
+def cache_store(cache, key, entry):
+    """``cache[key] = entry``; entries whose kernel object is gone (first item a
+    dead weak reference) are swept out whenever the dict has doubled."""
+    if len(cache) >= cache.get("__sweep_at__", 64):
+        dead = [k for k, v in cache.items()
+                if type(v) is tuple and v and type(v[0]) is weakref.ref and v[0]() is None]
+        for k in dead:
+            del cache[k]
+        cache["__sweep_at__"] = 2 * len(cache) + 64
+    cache[key] = entry
+    return entry
+
+
+class HotEntry:
+    """The last context a kernel ran in and what it needs there, held weakly
+    (a kernel object must not keep a context alive): `get(ctx)` gives the payload
+    while `ctx` is that context and the payload's Functions are alive, else None."""
+
+    __slots__ = ("ctx", "refs", "extra")
+
+    def __init__(self, ctx, functions, extra):
+        self.ctx = weakref.ref(ctx)
+        self.refs = tuple(weakref.ref(f) for f in functions)
+        self.extra = extra
+
+    def get(self, ctx):
+        if ctx is None or self.ctx() is not ctx:
+            return None
+        fns = tuple(r() for r in self.refs)
+        return None if None in fns else fns
 
 
 def device_blocks(cache=None):
@@ -281,6 +304,7 @@ class ElementwiseKernel:
         self._who = f"ElementwiseKernel '{name}'"
         self._key = ("elwise", id(self))
         self._ref = weakref.ref(self)
+        self._hot = None
 
     def source(self, index64=False, range_variant=False):
         """The CUDA C source of one variant (64-bit indices, range loop)."""
@@ -307,7 +331,7 @@ class ElementwiseKernel:
             fn = mod.get_function(self.name)
             ch = "q" if index64 else "i"
             fn.prepare(self._sig.fmt + (ch * 3 if range_variant else "") + ch)
-            ent = cache[key] = (self._ref, fn, mod)
+            ent = cache_store(cache, key, (self._ref, fn, mod))
         return ent[1]
 
     def __call__(self, *args, **kwargs):
@@ -364,11 +388,28 @@ class ElementwiseKernel:
         """Launch over n elements with already converted arguments (internal fast path)."""
         if n == 0:
             return
-        cache = context_cache()
-        grid = grid_for(n, cache)
-        fn = self.get_function(n + grid * BLOCK >= 2**31, False, cache)
+        ctx = _current_context()
+        hot = self._hot
+        fns = hot.get(ctx) if hot is not None else None
+        if fns is None or n > _SMALL_N:
+            cache = context_cache()
+            grid = grid_for(n, cache)
+            fn = self.get_function(n + grid * BLOCK >= 2**31, False, cache)
+            if ctx is None:
+                ctx = _current_context()
+            self._hot = HotEntry(ctx, (self.get_function(False, False, cache),),
+                                 device_blocks(cache)[0] * BLOCKS_PER_SM)
+        else:
+            fn = fns[0]
+            grid = (n + BLOCK - 1) // BLOCK
+            if grid > hot.extra:
+                grid = hot.extra
         flat.append(n)
-        fn.prepared_async_call((grid, 1, 1), (BLOCK, 1, 1), stream, *flat)
+        fn.prepared_async_call((grid, 1, 1), _BLOCK3, stream, *flat)
+
+
+_SMALL_N = 2**30        # sizes the hot path serves (32-bit indexing for sure)
+_BLOCK3 = (BLOCK, 1, 1)
 
 
 def get_elwise_kernel(arguments, operation, name="kernel", keep=False, options=None, **kwargs):

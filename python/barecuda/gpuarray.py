@@ -14,8 +14,6 @@ context.
 """
 
 import builtins as _builtins
-import math
-import numbers
 import operator
 
 import numpy as np
@@ -32,18 +30,18 @@ __all__ = ["GPUArray", "to_gpu", "to_gpu_async", "empty", "zeros", "ones", "full
            "subset_max", "subset_min", "mean", "is_gpuarray", "ArrayFlags",
            "asarray", "from_dlpack"]
 
-_mem_alloc_async = getattr(_drv, "mem_alloc_async", None)
+_array_alloc = _cdrv._array_alloc
 _SUPPORTED = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
                                     np.uint16, np.uint32, np.uint64, np.float16, np.float32,
                                     np.float64, np.complex64, np.complex128)}
 
 
 def _alloc(nbytes, allocator, stream=None):
+    """nbytes from `allocator`, else from the stream-ordered pool on `stream`
+    (small blocks on the default stream are recycled by the context)."""
     if allocator is not None:
         return allocator(nbytes)
-    if _mem_alloc_async is not None:
-        return _mem_alloc_async(nbytes, stream)
-    return _drv.mem_alloc(nbytes)
+    return _array_alloc(nbytes) if stream is None else _array_alloc(nbytes, stream)
 
 
 def _check_dtype(dtype):
@@ -328,8 +326,10 @@ class GPUArray:
         if self.size:
             if async_:
                 _drv.memcpy_dtoh_async(ary, src.ptr, stream)
+            elif stream is None:
+                _dtoh_staged(ary, src.ptr)
             else:
-                _drv.memcpy_dtoh(ary, src.ptr)
+                _dtoh_staged(ary, src.ptr, stream)
         return ary
 
     def get_async(self, stream=None, ary=None):
@@ -763,11 +763,19 @@ class GPUArray:
 
 # ------------------------------------------------------------------ copies
 
+# Synchronous copies of pageable memory go through pinned buffers with several
+# threads (src/staging.c): faster than the driver's single bounce buffer.
+_htod_staged = _cdrv._htod_staged
+_dtoh_staged = _cdrv._dtoh_staged
+
+
 def _htod(ptr, host, async_, stream):
     if async_:
         _drv.memcpy_htod_async(ptr, host, stream)
+    elif stream is None:
+        _htod_staged(ptr, host)
     else:
-        _drv.memcpy_htod(ptr, host)
+        _htod_staged(ptr, host, stream)
 
 
 def _dtod(dst, src, nbytes, stream):
@@ -988,6 +996,29 @@ _PY_SCALARS = (int, float, complex, bool, np.generic)
 
 
 _fast = {}   # (op, x dtype, y dtype) -> (result dtype, kernel): the small-op fast path
+
+
+def _new_array(shape, dtype, allocator, stream):
+    """A new C-contiguous GPUArray of a normalised shape tuple and a supported
+    np.dtype; skips __init__'s checks (the internal fast path)."""
+    z = GPUArray.__new__(GPUArray)
+    z.shape = shape
+    z.dtype = dtype
+    z.size = n = _prod(shape)
+    z.base = None
+    z.allocator = allocator
+    z.strides = _c_strides(shape, dtype.itemsize) if shape else ()
+    z._c = z._f = True if len(shape) < 2 or n == 0 else None
+    if z._c is None:
+        z._c, z._f = _layout(shape, z.strides, dtype.itemsize)
+    if n:
+        mem = _alloc(n * dtype.itemsize, allocator, stream)
+        z.ptr = int(mem)
+    else:
+        mem = None
+        z.ptr = 0
+    z.gpudata = z._mem = mem
+    return z
 
 
 def _empty_as(x, dtype, stream):
@@ -1224,7 +1255,7 @@ def to_gpu(ary, allocator=None, stream=None):
     order = "C" if ary.flags.c_contiguous else "F"
     a = GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
-        _drv.memcpy_htod(a.ptr, ary)
+        _htod(a.ptr, ary, False, stream)
     return a
 
 
@@ -1436,12 +1467,21 @@ def sum(a, dtype=None, stream=None, allocator=None):
     """The sum of all elements as a 0-d GPUArray (NumPy's accumulator dtype)."""
     if not isinstance(a, GPUArray):
         raise TypeError(f"sum() takes a GPUArray, not {type(a).__name__}")
+    if dtype is None:
+        k = _plain_sums.get(a.dtype)
+        if k is not None and (a._c or a._f):   # the common case, no conversions
+            return k._run([a.ptr], a.size, None, None, stream, allocator)
     res = _sum_dtype(a.dtype) if dtype is None else np.dtype(dtype)
     acc = np.dtype(np.float32) if res == np.float16 else res
     src = a._contiguous(stream)
     k = _sum_kernel(a.dtype, acc)
+    if dtype is None and acc == res:
+        _plain_sums[a.dtype] = k
     r = k._run([src.ptr], src.size, None, None, stream, allocator)
     return r if acc == res else r.astype(res, stream)
+
+
+_plain_sums = {}   # input dtype -> its sum kernel when the result needs no cast
 
 
 def _minmax(which, a, stream):

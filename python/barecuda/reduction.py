@@ -15,8 +15,9 @@ warps by shuffles; stage 2 (one block) combines the per-block partials.
 
 import numpy as np
 
-from barecuda import driver as _drv
-from barecuda.elementwise import (_Signature, context_cache, device_blocks, headers_for,
+from barecuda._driver import _array_alloc
+from barecuda.elementwise import (HotEntry, _Signature, _current_context,
+                                  cache_store, context_cache, device_blocks, headers_for,
                                   render, source_module)
 from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
 
@@ -74,6 +75,7 @@ class ReductionKernel:
         self._key = ("reduce", id(self))
         import weakref
         self._ref = weakref.ref(self)
+        self._hot = None
 
     def source(self, index64=False, range_variant=False):
         """source(index64=False, range_variant=False): the CUDA C++ source of this reduction.
@@ -123,7 +125,7 @@ class ReductionKernel:
             s1.prepare("P" + self._sig.fmt + (ch * 2 if range_variant else "") + ch)
             s2 = mod.get_function(self.name + "_stage2")
             s2.prepare("PPi")
-            ent = cache[key] = (self._ref, s1, s2, mod)
+            ent = cache_store(cache, key, (self._ref, s1, s2, mod))
         return ent[1], ent[2]
 
     def __call__(self, *args, **kwargs):
@@ -162,39 +164,54 @@ class ReductionKernel:
     def _run(self, flat, n, rng, out, stream, allocator):
         from barecuda import gpuarray
         if out is None:
-            out = gpuarray.GPUArray((), self.dtype_out, allocator=allocator, stream=stream)
+            out = gpuarray._new_array((), self.dtype_out, allocator, stream)
         else:
             if not isinstance(out, gpuarray.GPUArray) or out.dtype != self.dtype_out or out.size != 1:
                 raise TypeError(f"{self._who}: out= must be a 1-element GPUArray of {self.dtype_out}")
-        cache = context_cache()
         count = len(rng) if rng is not None else n
         per = BLOCK * self._unroll
-        sm = device_blocks(cache)[0]
-        grid = min((count + per - 1) // per, sm * BLOCKS_PER_SM) or 1
-        if rng is not None:
-            hi = max(abs(rng.start), abs(rng.stop)) + abs(rng.step) * (count + grid * per)
-            index64 = hi >= 2**31
-            flat += [rng.start, rng.step]
+        ctx = _current_context()
+        hot = self._hot
+        fns = hot.get(ctx) if hot is not None and rng is None and count <= _SMALL_N else None
+        if fns is not None:
+            # the common case: this context again, 32-bit indices
+            s1, s2 = fns
+            grid = (count + per - 1) // per or 1
+            if grid > hot.extra:
+                grid = hot.extra
         else:
-            index64 = count + grid * per >= 2**31
-        s1, s2 = self.get_functions(index64, rng is not None, cache)
+            cache = context_cache()
+            sm = device_blocks(cache)[0]
+            grid = min((count + per - 1) // per, sm * BLOCKS_PER_SM) or 1
+            if rng is not None:
+                hi = max(abs(rng.start), abs(rng.stop)) + abs(rng.step) * (count + grid * per)
+                index64 = hi >= 2**31
+                flat += [rng.start, rng.step]
+            else:
+                index64 = count + grid * per >= 2**31
+            s1, s2 = self.get_functions(index64, rng is not None, cache)
+            if rng is None:
+                self._hot = HotEntry(ctx if ctx is not None else _current_context(),
+                                     self.get_functions(False, False, cache), sm * BLOCKS_PER_SM)
         flat.append(count)
         if grid == 1:
-            s1.prepared_async_call((1, 1, 1), (BLOCK, 1, 1), stream, out.ptr, *flat)
+            s1.prepared_async_call(_ONE, _BLOCK3, stream, out.ptr, *flat)
             return out
         partials = _alloc(grid * self.dtype_out.itemsize, stream, allocator)
-        s1.prepared_async_call((grid, 1, 1), (BLOCK, 1, 1), stream, int(partials), *flat)
-        s2.prepared_async_call((1, 1, 1), (BLOCK, 1, 1), stream, out.ptr, int(partials), grid)
+        s1.prepared_async_call((grid, 1, 1), _BLOCK3, stream, int(partials), *flat)
+        s2.prepared_async_call(_ONE, _BLOCK3, stream, out.ptr, int(partials), grid)
         return out
+
+
+_SMALL_N = 2**30
+_ONE = (1, 1, 1)
+_BLOCK3 = (BLOCK, 1, 1)
 
 
 def _alloc(nbytes, stream, allocator):
     if allocator is not None:
         return allocator(nbytes)
-    f = getattr(_drv, "mem_alloc_async", None)
-    if f is not None:
-        return f(nbytes, stream)
-    return _drv.mem_alloc(nbytes)
+    return _array_alloc(nbytes) if stream is None else _array_alloc(nbytes, stream)
 
 
 def _subst_i(expr, replacement):

@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from barecuda.elementwise import context_cache, headers_for, render, source_module
+from barecuda.elementwise import cache_store, context_cache, headers_for, render, source_module
 from barecuda.reduction import _alloc
 from barecuda.tools import dtype_to_ctype
 
@@ -63,7 +63,7 @@ class _ScanKernelBase:
             tiles.prepare("PPqPi")
             carry = mod.get_function(self.name + "_carry")
             carry.prepare("PqP")
-            ent = cache[self._key] = (self._ref, tiles, carry, mod)
+            ent = cache_store(cache, self._key, (self._ref, tiles, carry, mod))
         return ent[1], ent[2]
 
     def __call__(self, input_ary, output_ary=None, allocator=None, stream=None):

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* Small stream-ordered blocks that a Context keeps for reuse (src/blockcache.c). */
+#ifndef BC_BLOCKCACHE_H
+#define BC_BLOCKCACHE_H
+
+#include "common.h"
+#include "context.h"
+
+/* The size class of an allocation of `nbytes` (a multiple of 512), or 0 when
+ * allocations of that size are not cached. */
+size_t bc_block_class(size_t nbytes);
+
+/* Keep a freed block of `nbytes` (allocated from the pool on the legacy default
+ * stream) in ctx's cache; 1 when kept, 0 when the caller must free it.  GIL held. */
+int bc_block_give(bc_Context *ctx, CUdeviceptr ptr, size_t nbytes);
+
+/* Empty ctx's cache; `release` frees the blocks in stream order (the context must
+ * still be valid), 0 just forgets them (the context is being destroyed). */
+void bc_block_flush(bc_Context *ctx, int release);
+
+#endif

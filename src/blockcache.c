@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/* The block cache: small stream-ordered allocations that a Context keeps after
+ * they are freed, so the array layer's temporaries (the result of `a + b` on a
+ * thousand elements) cost no driver call.
+ *
+ * Only memory allocated from the pool on the legacy default stream is cached:
+ * a block freed there and handed out again on the same stream is ordered
+ * behind every use of its previous owner, exactly as cuMemFreeAsync followed
+ * by cuMemAllocAsync would be, and that stream never goes away.  The cache
+ * lives in the Context (fixed slots, sizes up to BLOCK_MAX rounded to
+ * BLOCK_ALIGN), is emptied into the pool when the context is detached or
+ * collected, and on an out-of-memory error before the allocation is retried. */
+#include "barecuda/blockcache.h"
+#include "barecuda/argparse.h"
+#include "barecuda/error.h"
+#include "barecuda/loader.h"
+#include "barecuda/memory.h"
+#include "barecuda/stream.h"
+
+#define BLOCK_ALIGN ((size_t)512)
+#define BLOCK_MAX ((size_t)1 << 20)
+
+size_t
+bc_block_class(size_t nbytes)
+{
+    if (nbytes == 0 || nbytes > BLOCK_MAX)
+        return 0;
+    return (nbytes + BLOCK_ALIGN - 1) & ~(BLOCK_ALIGN - 1);
+}
+
+/* A cached block of size class `size` taken out of ctx's cache, or 0. */
+static CUdeviceptr
+block_take(bc_Context *ctx, size_t size)
+{
+    for (int i = ctx->nblocks - 1; i >= 0; i--) {
+        if (ctx->blocks[i].size == size) {
+            CUdeviceptr p = ctx->blocks[i].ptr;
+            ctx->blocks[i] = ctx->blocks[--ctx->nblocks];
+            return p;
+        }
+    }
+    return 0;
+}
+
+int
+bc_block_give(bc_Context *ctx, CUdeviceptr ptr, size_t nbytes)
+{
+    size_t size = bc_block_class(nbytes);
+    if (size == 0 || ctx->nblocks >= BC_BLOCK_SLOTS || !bc_drv_ready || bc_forked_child)
+        return 0;
+    ctx->blocks[ctx->nblocks].ptr = ptr;
+    ctx->blocks[ctx->nblocks].size = size;
+    ctx->nblocks++;
+    return 1;
+}
+
+void
+bc_block_flush(bc_Context *ctx, int release)
+{
+    int n = ctx->nblocks;
+    ctx->nblocks = 0;
+    if (n == 0 || !release || ctx->released || !bc_drv_ready || bc_forked_child)
+        return;
+    int entered = bc_context_enter(ctx);
+    if (entered < 0)
+        return;
+    for (int i = 0; i < n; i++)
+        bc_drv.cuMemFreeAsync(ctx->blocks[i].ptr, NULL); /* in a destructor's path: no error to raise */
+    bc_context_leave(entered);
+}
+
+PyDoc_STRVAR(array_alloc_doc,
+"_array_alloc(nbytes, stream=None)\n--\n\n"
+"Device memory for a GPUArray: a DeviceAllocation from the current device's\n"
+"stream-ordered pool (cuMemAllocAsync) on `stream`.  On the legacy default\n"
+"stream (None), allocations up to 1 MiB come from and return to the current\n"
+"context's block cache.  MemoryError when the device is out of memory even after\n"
+"the cache was emptied.");
+
+static PyObject *
+bc_array_alloc(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "_array_alloc() takes 1 or 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    size_t n;
+    if (bc_arg_size(args[0], "_array_alloc(): nbytes", &n) < 0)
+        return NULL;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "_array_alloc(): nbytes must be positive");
+        return NULL;
+    }
+    PyObject *stream = nargs > 1 ? args[1] : Py_None;
+    CUstream s = NULL;
+    if (stream != Py_None && bc_stream_convert(st, stream, &s) < 0)
+        return NULL;
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return NULL;
+    size_t size = stream == Py_None ? bc_block_class(n) : 0;
+    CUdeviceptr ptr = size ? block_take(ctx, size) : 0;
+    PyObject *out = NULL;
+    if (ptr == 0) {
+        CUresult rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY && ctx->nblocks > 0) {
+            bc_block_flush(ctx, 1);
+            rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
+        }
+        if (bc_check(st, rc, "cuMemAllocAsync") < 0)
+            goto done;
+    }
+    out = bc_allocation_new(st, ctx, ptr, n, BC_ALLOC_ASYNC, stream, s);
+    if (out == NULL) {
+        if (!(size && bc_block_give(ctx, ptr, n)))
+            bc_drv.cuMemFreeAsync(ptr, s);
+    } else {
+        ((bc_DeviceAllocation *)out)->cached = size != 0;
+    }
+done:
+    Py_DECREF(ctx);
+    return out;
+}
+
+PyDoc_STRVAR(block_cache_info_doc,
+"_block_cache_info()\n--\n\n"
+"(blocks, bytes) held in the current context's block cache.");
+
+static PyObject *
+bc_block_cache_info(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_from_module(m);
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return NULL;
+    size_t bytes = 0;
+    for (int i = 0; i < ctx->nblocks; i++)
+        bytes += ctx->blocks[i].size;
+    PyObject *out = Py_BuildValue("(in)", ctx->nblocks, (Py_ssize_t)bytes);
+    Py_DECREF(ctx);
+    return out;
+}
+
+PyDoc_STRVAR(block_cache_clear_doc,
+"_block_cache_clear()\n--\n\n"
+"Give the current context's cached blocks back to the pool (cuMemFreeAsync on the\n"
+"legacy default stream).");
+
+static PyObject *
+bc_block_cache_clear(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_from_module(m);
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return NULL;
+    bc_block_flush(ctx, 1);
+    Py_DECREF(ctx);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef blockcache_methods[] = {
+    {"_array_alloc", (PyCFunction)(void (*)(void))bc_array_alloc, METH_FASTCALL, array_alloc_doc},
+    {"_block_cache_info", bc_block_cache_info, METH_NOARGS, block_cache_info_doc},
+    {"_block_cache_clear", bc_block_cache_clear, METH_NOARGS, block_cache_clear_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+bc_blockcache_setup(PyObject *m, bc_State *Py_UNUSED(st))
+{
+    return PyModule_AddFunctions(m, blockcache_methods);
+}
