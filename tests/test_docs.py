@@ -7,8 +7,11 @@ convention) so ``help()`` and ``inspect.signature`` show the arguments.
 """
 
 import importlib
+import importlib.util
 import inspect
 import pydoc
+import re
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +185,28 @@ def test_help_function_reads_well():
     # no method shows up undocumented in help()
     for name, raw in _own_methods(drv.Function):
         assert raw.__doc__, name
+
+
+def test_api_pages_are_current():
+    """docs/api/*.md are what docs/gen_api.py makes from the installed docstrings."""
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    script = docs / "gen_api.py"
+    if not script.is_file():
+        pytest.skip(f"no {script}: the docs folder is absent (installed-only test run)")
+    import barecuda.driver as drv
+
+    # The enum table follows the CUDA headers of the build: compare like with like.
+    page = docs / "api" / "driver.md"
+    found = re.search(r"CUDA (\d+)\.(\d+) headers",
+                      page.read_text(encoding="utf-8") if page.is_file() else "")
+    built = tuple(drv.get_version()[:2])
+    if found and tuple(map(int, found.groups())) != built:
+        pytest.skip(f"docs/api was generated from CUDA {found[1]}.{found[2]} headers, "
+                    f"this build uses CUDA {built[0]}.{built[1]}")
+    spec = importlib.util.spec_from_file_location("barecuda_gen_api", script)
+    gen_api = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_api)
+    stale = gen_api.stale(docs / "api")
+    assert not stale, (f"docs/api is out of date ({', '.join(stale)}): a docstring or "
+                       f"the public API changed; run `python docs/gen_api.py` and commit "
+                       f"docs/api")
