@@ -137,7 +137,14 @@ def public_names(module):
     names = getattr(module, "__all__", None)
     if names is None:
         names = sorted(n for n in vars(module) if not n.startswith("_"))
-    return [n for n in names if not n.startswith("_")]
+    # driver's generated enums appear in vars() once used: they have their own table
+    lazy = set(getattr(module, "enum_names", lambda: ())()) | set(getattr(module, "_ALIASES", {}))
+    return [n for n in names if not n.startswith("_") and not (n in lazy and _is_enum(module, n))]
+
+
+def _is_enum(module, name):
+    obj = vars(module).get(name)
+    return obj is None or (inspect.isclass(obj) and issubclass(obj, enum.Enum))
 
 
 def home_module(obj, modname):

@@ -84,22 +84,26 @@ def cache_store(cache, key, entry):
 
 
 class HotEntry:
-    """The last context a kernel ran in and what it needs there, held weakly
-    (a kernel object must not keep a context alive): `get(ctx)` gives the payload
-    while `ctx` is that context and the payload's Functions are alive, else None."""
+    """The last context a kernel ran in and its Functions there, held weakly (a
+    kernel object must not keep a context alive).  `get(ctx)` gives the first
+    Function while `ctx` is that context and it is alive, else None; `second()`
+    the other one (reductions have two stages); `extra` is the grid cap."""
 
-    __slots__ = ("ctx", "refs", "extra")
+    __slots__ = ("ctx", "first", "other", "extra")
 
-    def __init__(self, ctx, functions, extra):
+    def __init__(self, ctx, first, other, extra):
         self.ctx = weakref.ref(ctx)
-        self.refs = tuple(weakref.ref(f) for f in functions)
+        self.first = weakref.ref(first)
+        self.other = weakref.ref(other) if other is not None else None
         self.extra = extra
 
     def get(self, ctx):
         if ctx is None or self.ctx() is not ctx:
             return None
-        fns = tuple(r() for r in self.refs)
-        return None if None in fns else fns
+        return self.first()
+
+    def second(self):
+        return self.other()
 
 
 def device_blocks(cache=None):
@@ -390,17 +394,16 @@ class ElementwiseKernel:
             return
         ctx = _current_context()
         hot = self._hot
-        fns = hot.get(ctx) if hot is not None else None
-        if fns is None or n > _SMALL_N:
+        fn = hot.get(ctx) if hot is not None else None
+        if fn is None or n > _SMALL_N:
             cache = context_cache()
             grid = grid_for(n, cache)
             fn = self.get_function(n + grid * BLOCK >= 2**31, False, cache)
             if ctx is None:
                 ctx = _current_context()
-            self._hot = HotEntry(ctx, (self.get_function(False, False, cache),),
+            self._hot = HotEntry(ctx, self.get_function(False, False, cache), None,
                                  device_blocks(cache)[0] * BLOCKS_PER_SM)
         else:
-            fn = fns[0]
             grid = (n + BLOCK - 1) // BLOCK
             if grid > hot.extra:
                 grid = hot.extra

@@ -996,6 +996,8 @@ _PY_SCALARS = (int, float, complex, bool, np.generic)
 
 
 _fast = {}   # (op, x dtype, y dtype) -> (result dtype, kernel): the small-op fast path
+_fast_scalar = {}   # (op, x dtype, scalar type, reverse) -> (result dtype, kernel)
+_WEAK_SCALARS = (float, int, complex)
 
 
 def _new_array(shape, dtype, allocator, stream):
@@ -1018,6 +1020,20 @@ def _new_array(shape, dtype, allocator, stream):
         mem = None
         z.ptr = 0
     z.gpudata = z._mem = mem
+    return z
+
+
+def _new_scalar(dtype, allocator, stream):
+    """A new 0-d GPUArray of a supported np.dtype (reduction results)."""
+    z = GPUArray.__new__(GPUArray)
+    z.shape = z.strides = ()
+    z.dtype = dtype
+    z.size = 1
+    z.base = None
+    z.allocator = allocator
+    z._c = z._f = True
+    z.gpudata = z._mem = mem = _alloc(dtype.itemsize, allocator, stream)
+    z.ptr = int(mem)
     return z
 
 
@@ -1075,6 +1091,13 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
                 k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
             return z
         return _to_out(k, [x.ptr, y.ptr], x, res, out, op, stream)
+    if ty in _WEAK_SCALARS and out is None:
+        ent = _fast_scalar.get((op, x.dtype, ty, reverse))
+        if ent is not None and (x._c or x._f):
+            z = _empty_as(x, ent[0], stream)
+            if z.size:
+                ent[1].launch_flat(z.size, [z.ptr, x.ptr] + _scalar_flat(ent[1], 2, y), stream)
+            return z
     if not isinstance(y, _PY_SCALARS):
         if isinstance(y, np.ndarray):
             if y.ndim == 0:
@@ -1093,6 +1116,9 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
         raise
     if op == "power" and not reverse and cd.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
+    if ty in _WEAK_SCALARS and op != "power" and not (ty is int and op in _COMPARE):
+        # the kernel depends on the scalar's type only (NumPy 2's weak scalars)
+        _fast_scalar[(op, x.dtype, ty, reverse)] = (res, k)
     if not (x._c or x._f):
         x = x._contiguous(stream)
     if out is None:

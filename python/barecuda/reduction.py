@@ -162,20 +162,19 @@ class ReductionKernel:
         return self._run(flat, n, rng, out, stream, allocator)
 
     def _run(self, flat, n, rng, out, stream, allocator):
-        from barecuda import gpuarray
         if out is None:
-            out = gpuarray._new_array((), self.dtype_out, allocator, stream)
+            out = _gpuarray()._new_scalar(self.dtype_out, allocator, stream)
         else:
-            if not isinstance(out, gpuarray.GPUArray) or out.dtype != self.dtype_out or out.size != 1:
+            if not isinstance(out, _gpuarray().GPUArray) or out.dtype != self.dtype_out or out.size != 1:
                 raise TypeError(f"{self._who}: out= must be a 1-element GPUArray of {self.dtype_out}")
         count = len(rng) if rng is not None else n
         per = BLOCK * self._unroll
         ctx = _current_context()
         hot = self._hot
-        fns = hot.get(ctx) if hot is not None and rng is None and count <= _SMALL_N else None
-        if fns is not None:
+        s1 = hot.get(ctx) if hot is not None and rng is None and count <= _SMALL_N else None
+        if s1 is not None:
             # the common case: this context again, 32-bit indices
-            s1, s2 = fns
+            s2 = None
             grid = (count + per - 1) // per or 1
             if grid > hot.extra:
                 grid = hot.extra
@@ -192,11 +191,13 @@ class ReductionKernel:
             s1, s2 = self.get_functions(index64, rng is not None, cache)
             if rng is None:
                 self._hot = HotEntry(ctx if ctx is not None else _current_context(),
-                                     self.get_functions(False, False, cache), sm * BLOCKS_PER_SM)
+                                     *self.get_functions(False, False, cache), sm * BLOCKS_PER_SM)
         flat.append(count)
         if grid == 1:
             s1.prepared_async_call(_ONE, _BLOCK3, stream, out.ptr, *flat)
             return out
+        if s2 is None:
+            s2 = hot.second() or self.get_functions(False, False)[1]
         partials = _alloc(grid * self.dtype_out.itemsize, stream, allocator)
         s1.prepared_async_call((grid, 1, 1), _BLOCK3, stream, int(partials), *flat)
         s2.prepared_async_call(_ONE, _BLOCK3, stream, out.ptr, int(partials), grid)
@@ -204,6 +205,16 @@ class ReductionKernel:
 
 
 _SMALL_N = 2**30
+_gpuarray_module = None
+
+
+def _gpuarray():
+    """barecuda.gpuarray (it imports this module, so it is fetched on first use)."""
+    global _gpuarray_module
+    if _gpuarray_module is None:
+        from barecuda import gpuarray
+        _gpuarray_module = gpuarray
+    return _gpuarray_module
 _ONE = (1, 1, 1)
 _BLOCK3 = (BLOCK, 1, 1)
 
