@@ -5,6 +5,8 @@ and GPUArray indexing.  Only Python exceptions may come out: never a crash, a
 hang or memory written outside the buffers (a guard pattern around them is
 checked after every case)."""
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -67,6 +69,18 @@ dims = st.one_of(st.tuples(st.integers(-2, 2**33)), st.tuples(st.integers(-2, 70
                  st.integers(-1, 5), st.none(), st.text(max_size=2))
 
 counts = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_counts():
+    """Append the cases each target ran to $BARECUDA_FUZZ_REPORT (one line per
+    target and process; .ci/gpu sums them into its summary)."""
+    yield
+    path = os.environ.get("BARECUDA_FUZZ_REPORT")
+    if path and counts:
+        with open(path, "a", encoding="utf-8") as f:
+            for name, n in sorted(counts.items()):
+                f.write(f"{name} {n}\n")
 
 
 def count(name):
@@ -177,6 +191,131 @@ def test_fuzz_gpuarray_indexing(env, index):
     np.testing.assert_array_equal(got.get() if hasattr(got, "get") else got, want)
 
 
-def test_report_counts():
-    # printed in the GPU log so the closing note can say how many cases ran
-    print("fuzz cases:", counts)
+
+@FUZZ
+@given(fields=st.dictionaries(
+    st.sampled_from(["src_x_in_bytes", "src_y", "src_z", "src_pitch", "src_height",
+                     "dst_x_in_bytes", "dst_y", "dst_z", "dst_pitch", "dst_height",
+                     "width_in_bytes", "height", "depth"]),
+    st.one_of(st.integers(-5, 2 * GUARD), st.floats(), st.none())))
+def test_fuzz_memcpy3d(env, fields):
+    f, whole = env
+    count("memcpy3d")
+    host = np.zeros((4, 8, 64), np.uint8)
+    dst = drv.mem_alloc(GUARD)
+    c = drv.Memcpy3D()
+    try:
+        c.set_src_host(host)
+        c.set_dst_device(dst)
+        c.width_in_bytes, c.height, c.depth = 64, 8, 4
+        c.src_pitch, c.src_height, c.dst_pitch, c.dst_height = 64, 8, 128, 8
+        for k, v in fields.items():
+            setattr(c, k, v)
+        c()
+    except EXPECTED:
+        pass
+    dst.free()
+    assert guards_intact(whole)
+
+
+@FUZZ
+@given(decl=st.sampled_from(["float *x", "int *x, float s", "double *x, double *y", "float x",
+                             "", "float *x, int *x", "char *x"]),
+       reduce_expr=st.text(alphabet="ab+*-()<>?: max", max_size=12),
+       map_expr=st.one_of(st.none(), st.text(alphabet="xyi[]*+s0.5", max_size=10)),
+       n_args=st.integers(0, 3), size=st.integers(0, 300))
+def test_fuzz_reduction(env, decl, reduce_expr, map_expr, n_args, size):
+    from barecuda import gpuarray
+    from barecuda.reduction import ReductionKernel
+    f, whole = env
+    count("reduction")
+    try:
+        k = ReductionKernel(np.float32, "0", reduce_expr, map_expr, decl or None)
+        args = [gpuarray.zeros(size, np.float32) if i % 2 == 0 else 1.5 for i in range(n_args)]
+        k(*args).get()
+    except EXPECTED + (drv.CompileError,):
+        pass
+    assert guards_intact(whole)
+
+
+_DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int32, np.int64, np.uint64,
+                                 np.float16, np.float32, np.float64, np.complex64)]
+_OPS = ["+", "-", "*", "/", "//", "%", "**", "==", "<", ">="]
+
+
+def _sample(dtype, shape, rng, divisor, nonneg):
+    """Values NumPy and CUDA agree on: small (no integer overflow in **), no zero
+    where an integer division would by it (NumPy says 0, C says nothing), and no
+    negative integer exponent (NumPy checks every value, a kernel cannot)."""
+    if dtype.kind == "b":
+        return (np.ones(shape, bool) if divisor else rng.integers(0, 2, shape).astype(dtype))
+    if dtype.kind in "iu":
+        lo = 0 if dtype.kind == "u" or nonneg else -3
+        v = rng.integers(lo, 4, shape)
+        if divisor:
+            v[v == 0] = 1
+        return v.astype(dtype)
+    v = rng.standard_normal(shape) * 3
+    if dtype.kind == "c":
+        v = v + 1j * rng.standard_normal(shape)
+    return v.astype(dtype)
+
+
+@FUZZ
+@given(xd=st.sampled_from(_DTYPES), yd=st.sampled_from(_DTYPES), op=st.sampled_from(_OPS),
+       shape=st.sampled_from([(0,), (1,), (7,), (3, 5)]), other=st.sampled_from(
+           ["array", "scalar_int", "scalar_float", "scalar_complex", "np_scalar", "shape", "list"]),
+       reverse=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_fuzz_gpuarray_operations(env, xd, yd, op, shape, other, reverse, seed):
+    """Random operand types, dtypes, shapes and operators: the result equals
+    NumPy's (values and dtype), or both refuse."""
+    import operator
+
+    from barecuda import gpuarray
+    count("gpuarray_ops")
+    rng = np.random.default_rng(seed)
+    fn = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "==": operator.eq,
+          "<": operator.lt, ">=": operator.ge}[op]
+    divides, nonneg = op in ("//", "%", "/"), op == "**"
+    x = _sample(xd, shape, rng, divides and reverse, nonneg)
+    if other == "array":
+        y = _sample(yd, shape, rng, divides and not reverse, nonneg)
+        gy = gpuarray.to_gpu(y)
+    elif other == "shape":
+        y = _sample(yd, (2,), rng, divides and not reverse, nonneg)
+        gy = gpuarray.to_gpu(y)
+    elif other == "np_scalar":
+        y = gy = _sample(yd, (), rng, divides and not reverse, nonneg)[()]
+    elif other == "list":
+        y = gy = [1, 2]
+    else:
+        y = gy = {"scalar_int": 2, "scalar_float": -1.5, "scalar_complex": 0.5 - 2j}[other]
+    gx = gpuarray.to_gpu(x)
+    a, b = (y, x) if reverse else (x, y)
+    ga, gb = (gy, gx) if reverse else (gx, gy)
+    try:
+        with np.errstate(all="ignore"):
+            want = fn(a, b)
+    except Exception:  # noqa: BLE001 - NumPy refuses: so must we, with a Python error
+        with pytest.raises(Exception) as info:
+            fn(ga, gb)
+        assert not isinstance(info.value, SystemError)
+        return
+    try:
+        got = fn(ga, gb)
+    except (TypeError, ValueError):
+        # host lists and broadcasting are refused on purpose; nothing else may be
+        if other in ("list", "shape"):
+            return
+        raise
+    if not isinstance(want, np.ndarray):
+        want = np.asarray(want)
+    got_h = got.get() if hasattr(got, "get") else np.asarray(got)
+    assert got_h.dtype == want.dtype, (got_h.dtype, want.dtype)
+    assert got_h.shape == want.shape
+    tol = 2e-2 if np.float16 in (got_h.dtype, want.dtype) or want.dtype == np.float16 else 1e-5
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(got_h, want, rtol=tol, atol=tol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got_h, want)
