@@ -103,6 +103,7 @@ context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
     self->nblocks = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
+    Py_CLEAR(st->context_memo); /* the registry's answer changes: newest wrapper first */
     if (registry_add(st, self) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -151,9 +152,20 @@ bc_context_create(bc_State *st, CUdevice dev, unsigned int flags)
 bc_Context *
 bc_context_wrap(bc_State *st, CUcontext handle)
 {
+    /* The answer of the last lookup, while it stands: every array operation asks. */
+    if (st->context_memo != NULL) {
+        bc_Context *memo = (bc_Context *)bc_weakref_get(st->context_memo);
+        if (memo != NULL && memo->handle == handle && !memo->released)
+            return memo;
+        Py_XDECREF(memo);
+    }
     bc_Context *found = registry_lookup(st, handle);
-    if (found != NULL)
+    if (found != NULL) {
+        Py_XSETREF(st->context_memo, PyWeakref_NewRef((PyObject *)found, NULL));
+        if (st->context_memo == NULL)
+            PyErr_Clear(); /* only a cache */
         return found;
+    }
     CUdevice dev;
     CUresult rc = bc_drv.cuCtxPushCurrent(handle);
     if (rc == CUDA_SUCCESS) {

@@ -156,7 +156,7 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
         return rc;
     }
     size_t nw = worker_count(n);
-    size_t part = (n / nw + 4095) & ~(size_t)4095; /* whole pages per thread */
+    size_t part = ((n + nw - 1) / nw + 4095) & ~(size_t)4095; /* whole pages per thread */
     worker w[MAX_WORKERS];
     pthread_t tid[MAX_WORKERS];
     int started[MAX_WORKERS] = {0};

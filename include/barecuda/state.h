@@ -22,6 +22,7 @@
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
+    X(context_memo)    /* weakref: the Context bc_context_wrap found last */   \
     X(driver_module)   /* barecuda.driver, imported on first need */          \
     X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
     X(str_shared_size) X(str_gpudata) X(str_cai) X(str_cuda_stream)

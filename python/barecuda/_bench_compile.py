@@ -175,7 +175,9 @@ def run(repeat=7):
 
             def cupy_cold():
                 counter[0] += 1
-                src = f"// barecuda bench {os.getpid()} {counter[0]} {time.time_ns()}\n" + SOURCE
+                # wrapped in extern "C" as SourceModule does, so the names are unmangled
+                src = (f"// barecuda bench {os.getpid()} {counter[0]} {time.time_ns()}\n"
+                       f'extern "C" {{\n{SOURCE}\n}}\n')
                 m = cupy.RawModule(code=src, backend="nvrtc",
                                    options=(f"-I{compiler.INCLUDE_DIR}",))
                 m.get_function("saxpy")

@@ -388,10 +388,9 @@ class ElementwiseKernel:
             flat.append(n)
         fn.prepared_async_call((grid, 1, 1), (BLOCK, 1, 1), stream, *flat)
 
-    def launch_flat(self, n, flat, stream=None):
-        """Launch over n elements with already converted arguments (internal fast path)."""
-        if n == 0:
-            return
+    def launch_config(self, n):
+        """(Function, grid) to launch over n > 0 elements in the current context:
+        the internal fast path (the caller appends n to the arguments)."""
         ctx = _current_context()
         hot = self._hot
         fn = hot.get(ctx) if hot is not None else None
@@ -403,12 +402,16 @@ class ElementwiseKernel:
                 ctx = _current_context()
             self._hot = HotEntry(ctx, self.get_function(False, False, cache), None,
                                  device_blocks(cache)[0] * BLOCKS_PER_SM)
-        else:
-            grid = (n + BLOCK - 1) // BLOCK
-            if grid > hot.extra:
-                grid = hot.extra
-        flat.append(n)
-        fn.prepared_async_call((grid, 1, 1), _BLOCK3, stream, *flat)
+            return fn, (grid, 1, 1)
+        grid = (n + BLOCK - 1) // BLOCK
+        return fn, ((grid if grid < hot.extra else hot.extra), 1, 1)
+
+    def launch_flat(self, n, flat, stream=None):
+        """Launch over n elements with already converted arguments (internal fast path)."""
+        if n == 0:
+            return
+        fn, grid = self.launch_config(n)
+        fn.prepared_async_call(grid, _BLOCK3, stream, *flat, n)
 
 
 _SMALL_N = 2**30        # sizes the hot path serves (32-bit indexing for sure)

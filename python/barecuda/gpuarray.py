@@ -20,6 +20,7 @@ import numpy as np
 
 from barecuda import _driver as _cdrv
 from barecuda import driver as _drv
+from barecuda.elementwise import BLOCK as _BLOCK
 from barecuda.elementwise import ElementwiseKernel
 from barecuda.reduction import ReductionKernel
 from barecuda.tools import dtype_to_ctype
@@ -998,6 +999,7 @@ _PY_SCALARS = (int, float, complex, bool, np.generic)
 _fast = {}   # (op, x dtype, y dtype) -> (result dtype, kernel): the small-op fast path
 _fast_scalar = {}   # (op, x dtype, scalar type, reverse) -> (result dtype, kernel)
 _WEAK_SCALARS = (float, int, complex)
+_BLOCK3 = (_BLOCK, 1, 1)
 
 
 def _new_array(shape, dtype, allocator, stream):
@@ -1070,8 +1072,10 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
         ent = _fast.get((op, x.dtype, y.dtype))
         if ent is not None and x.shape == y.shape and x.strides == y.strides and x._c:
             z = _empty_as(x, ent[0], stream)
-            if z.size:
-                ent[1].launch_flat(z.size, [z.ptr, x.ptr, y.ptr], stream)
+            n = z.size
+            if n:
+                fn, grid = ent[1].launch_config(n)
+                fn.prepared_async_call(grid, _BLOCK3, stream, z.ptr, x.ptr, y.ptr, n)
             return z
     if ty is GPUArray:
         if x.shape != y.shape:
@@ -1099,6 +1103,10 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
                 ent[1].launch_flat(z.size, [z.ptr, x.ptr] + _scalar_flat(ent[1], 2, y), stream)
             return z
     if not isinstance(y, _PY_SCALARS):
+        if isinstance(y, (list, tuple)):
+            # refused, not left to Python: `a == [1, 2]` would quietly be False
+            raise TypeError(f"cannot combine a GPUArray with a {type(y).__name__} in {op}; "
+                            "make it an array with gpuarray.to_gpu first")
         if isinstance(y, np.ndarray):
             if y.ndim == 0:
                 y = y[()]
