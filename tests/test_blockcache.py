@@ -187,7 +187,7 @@ def test_kernels_do_not_keep_a_context_alive():
     ref = weakref.ref(own)
     del own, x, y, z
     gc.collect()
-    assert ref() is None
+    assert ref() is None, _holders(ref())
     # the kernel object still works in another context
     prim = drv.Device(0).retain_primary_context()
     prim.push()
@@ -199,6 +199,17 @@ def test_kernels_do_not_keep_a_context_alive():
     finally:
         drv.Context.pop()
         prim.detach()
+
+
+def _holders(obj):
+    """What still refers to obj (for the failure message)."""
+    out = []
+    for r in gc.get_referrers(obj):
+        if isinstance(r, dict):
+            out.append(("dict", [k for k, v in r.items() if v is obj][:3], list(r)[:8]))
+        else:
+            out.append(type(r).__name__)
+    return out
 
 
 def test_entries_of_dead_kernels_are_swept(ctx):
