@@ -530,7 +530,7 @@ array_dealloc(bc_Array *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (!self->freed)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), array_release(self),
+        bc_error_in_destructor(array_release(self),
                                "cuArrayDestroy", (PyObject *)self);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);

@@ -376,7 +376,7 @@ context_dealloc(bc_Context *self)
     context_drop_caches(self, self->kind != BC_CTX_OWNED);
     if (!self->released && bc_drv_ready) {
         const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
-        bc_error_in_destructor(bc_state_of((PyObject *)self), context_release(self), routine,
+        bc_error_in_destructor(context_release(self), routine,
                                (PyObject *)self);
     }
     tp->tp_free(self);

@@ -371,7 +371,7 @@ module_dealloc(bc_Module *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->handle != NULL)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), module_release(self),
+        bc_error_in_destructor(module_release(self),
                                "cuModuleUnload", (PyObject *)self);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);

@@ -170,7 +170,7 @@ bc_error_logic(bc_State *st, const char *fmt, ...)
 }
 
 void
-bc_error_in_destructor(bc_State *st, CUresult code, const char *routine, PyObject *obj)
+bc_error_in_destructor(CUresult code, const char *routine, PyObject *obj)
 {
     if (code == CUDA_SUCCESS || code == CUDA_ERROR_DEINITIALIZED ||
         code == CUDA_ERROR_CONTEXT_IS_DESTROYED || code == CUDA_ERROR_INVALID_CONTEXT ||
@@ -183,7 +183,6 @@ bc_error_in_destructor(bc_State *st, CUresult code, const char *routine, PyObjec
                          routine, Py_TYPE(obj)->tp_name, name ? name : "unknown error") < 0)
         PyErr_WriteUnraisable(obj);
     PyErr_Restore(type, value, tb);
-    BC_UNUSED(st);
 }
 
 /* ----------------------------------------------------------------- Python */

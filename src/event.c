@@ -111,7 +111,7 @@ event_dealloc(bc_Event *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->handle != NULL)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), event_release(self),
+        bc_error_in_destructor(event_release(self),
                                "cuEventDestroy", (PyObject *)self);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);

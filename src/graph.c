@@ -119,7 +119,7 @@ graph_dealloc(bc_Graph *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->handle != NULL)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), graph_release(self),
+        bc_error_in_destructor(graph_release(self),
                                "cuGraphDestroy", (PyObject *)self);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
@@ -262,7 +262,7 @@ exec_dealloc(bc_GraphExec *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->handle != NULL)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), exec_release(self),
+        bc_error_in_destructor(exec_release(self),
                                "cuGraphExecDestroy", (PyObject *)self);
     exec_clear(self);
     Py_CLEAR(self->ctx);

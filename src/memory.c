@@ -257,11 +257,11 @@ allocation_dealloc(bc_DeviceAllocation *self)
     if (self->cached && !self->freed && self->ctx != NULL && !self->ctx->released &&
         bc_block_give(self->ctx, self->ptr, self->size))
         self->freed = 1; /* kept for reuse by the next allocation of its size class */
-    if (!self->freed) {
-        bc_State *st = bc_state_of((PyObject *)self);
+    bc_State *st = bc_state_in_destructor((PyObject *)self);
+    if (!self->freed && st != NULL) { /* no module: the process is ending, and the memory with it */
         int sync;
         CUstream s = own_stream(st, self, &sync);
-        bc_error_in_destructor(st, allocation_release(self, s, sync), release_routine(self),
+        bc_error_in_destructor(allocation_release(self, s, sync), release_routine(self),
                                (PyObject *)self);
     }
     Py_CLEAR(self->stream);
@@ -1241,7 +1241,7 @@ host_dealloc(bc_HostAllocation *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (!self->freed)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), host_release(self), "cuMemFreeHost",
+        bc_error_in_destructor(host_release(self), "cuMemFreeHost",
                                (PyObject *)self);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
@@ -1687,7 +1687,7 @@ registered_dealloc(bc_RegisteredHostMemory *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->registered)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), registered_release(self),
+        bc_error_in_destructor(registered_release(self),
                                "cuMemHostUnregister", (PyObject *)self);
     registered_drop_view(self);
     Py_CLEAR(self->base);

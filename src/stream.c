@@ -174,7 +174,7 @@ stream_dealloc(bc_Stream *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->owned && self->handle != NULL)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), stream_release(self),
+        bc_error_in_destructor(stream_release(self),
                                "cuStreamDestroy", (PyObject *)self);
     stream_clear(self);
     Py_CLEAR(self->ctx);

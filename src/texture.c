@@ -560,7 +560,7 @@ texobj_dealloc(bc_TexObject *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (!self->closed)
-        bc_error_in_destructor(bc_state_of((PyObject *)self), texobj_release(self),
+        bc_error_in_destructor(texobj_release(self),
                                self->surface ? "cuSurfObjectDestroy" : "cuTexObjectDestroy",
                                (PyObject *)self);
     Py_CLEAR(self->resource);

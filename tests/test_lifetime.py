@@ -167,7 +167,11 @@ def test_interpreter_exit_with_every_kind_of_live_object():
         "h = d.pagelocked_zeros(1024, np.float32); m = d.managed_zeros(64, np.float32)\n"
         "d.Context.pop()\n"
         "g = gpuarray.to_gpu(np.ones(10)); x = d.mem_alloc_async(4096)\n"
-        "keep = [mod, f, own, a, s, e, h, m, g, x]\n"
+        # kernels cached in both contexts (cycles the last collections break) and
+        # blocks in the block caches
+        "t = (g + g).sum(); del t\n"
+        "own.push(); o = gpuarray.to_gpu(np.ones(5)) * 2; r = o.sum(); del o; d.Context.pop()\n"
+        "keep = [mod, f, own, a, s, e, h, m, g, x, r]\n"
         "print('done')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        cwd="/", env=dict(os.environ))

@@ -25,6 +25,6 @@ PyObject *bc_error_class(bc_State *st, CUresult code);
 
 /* In a destructor: report a failed release as an unraisable warning, never raise.
  * Codes meaning the driver or context is already gone are ignored quietly. */
-void bc_error_in_destructor(bc_State *st, CUresult code, const char *routine, PyObject *obj);
+void bc_error_in_destructor(CUresult code, const char *routine, PyObject *obj);
 
 #endif

@@ -42,6 +42,15 @@ bc_state_of(PyObject *self)
     return (bc_State *)PyType_GetModuleState(Py_TYPE(self));
 }
 
+/* The same from a destructor: NULL (and no exception) once the module is gone,
+ * as in the last collections of interpreter shutdown. */
+static inline bc_State *
+bc_state_in_destructor(PyObject *self)
+{
+    PyObject *m = ((PyHeapTypeObject *)Py_TYPE(self))->ht_module;
+    return m != NULL ? (bc_State *)PyModule_GetState(m) : NULL;
+}
+
 static inline bc_State *
 bc_state_from_module(PyObject *module)
 {
