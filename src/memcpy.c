@@ -486,6 +486,9 @@ copy_peer(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         return NULL;
     if (n == 0)
         Py_RETURN_NONE;
+    /* the driver wants some context current, as any copy (the default one if none) */
+    if (bc_context_require(st) < 0)
+        return NULL;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
     rc = async ? bc_drv.cuMemcpyPeerAsync(d, dc, s, sc, n, hs) : bc_drv.cuMemcpyPeer(d, dc, s, sc, n);

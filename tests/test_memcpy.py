@@ -551,6 +551,18 @@ def test_memcpy_peer_two_devices(rng):
         assert out[:1024].tobytes() == data[:1024].tobytes() and not out[1024:].any()
     finally:
         drv.Context.pop()
+    # with no context current at all (the example's last step did this and failed
+    # with CUDA_ERROR_INVALID_CONTEXT before the default context was made current)
+    while drv.Context.get_current() is not None:
+        drv.Context.pop()
+    drv.memcpy_peer(a, b, data.nbytes)
+    c0.push()
+    try:
+        back = np.empty_like(data)
+        drv.memcpy_dtoh(back, a)
+        assert back[:1024].tobytes() == data[:1024].tobytes() and not back[1024:].any()
+    finally:
+        drv.Context.pop()
         c0.detach()
         c1.detach()
 
