@@ -69,6 +69,30 @@ bc_block_flush(bc_Context *ctx, int release)
     bc_context_leave(entered);
 }
 
+PyObject *
+bc_array_alloc_in(bc_State *st, bc_Context *ctx, size_t n, PyObject *stream, CUstream s)
+{
+    size_t size = stream == Py_None ? bc_block_class(n) : 0;
+    CUdeviceptr ptr = size ? block_take(ctx, size) : 0;
+    if (ptr == 0) {
+        CUresult rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY && ctx->nblocks > 0) {
+            bc_block_flush(ctx, 1);
+            rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
+        }
+        if (bc_check(st, rc, "cuMemAllocAsync") < 0)
+            return NULL;
+    }
+    PyObject *out = bc_allocation_new(st, ctx, ptr, n, BC_ALLOC_ASYNC, stream, s);
+    if (out == NULL) {
+        if (!(size && bc_block_give(ctx, ptr, n)))
+            bc_drv.cuMemFreeAsync(ptr, s);
+    } else {
+        ((bc_DeviceAllocation *)out)->cached = size != 0;
+    }
+    return out;
+}
+
 PyDoc_STRVAR(array_alloc_doc,
 "_array_alloc(nbytes, stream=None)\n--\n\n"
 "Device memory for a GPUArray: a DeviceAllocation from the current device's\n"
@@ -99,26 +123,7 @@ bc_array_alloc(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     bc_Context *ctx = bc_context_current(st);
     if (ctx == NULL)
         return NULL;
-    size_t size = stream == Py_None ? bc_block_class(n) : 0;
-    CUdeviceptr ptr = size ? block_take(ctx, size) : 0;
-    PyObject *out = NULL;
-    if (ptr == 0) {
-        CUresult rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
-        if (rc == CUDA_ERROR_OUT_OF_MEMORY && ctx->nblocks > 0) {
-            bc_block_flush(ctx, 1);
-            rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
-        }
-        if (bc_check(st, rc, "cuMemAllocAsync") < 0)
-            goto done;
-    }
-    out = bc_allocation_new(st, ctx, ptr, n, BC_ALLOC_ASYNC, stream, s);
-    if (out == NULL) {
-        if (!(size && bc_block_give(ctx, ptr, n)))
-            bc_drv.cuMemFreeAsync(ptr, s);
-    } else {
-        ((bc_DeviceAllocation *)out)->cached = size != 0;
-    }
-done:
+    PyObject *out = bc_array_alloc_in(st, ctx, n, stream, s);
     Py_DECREF(ctx);
     return out;
 }

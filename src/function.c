@@ -529,6 +529,13 @@ do_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3], unsi
     return rc;
 }
 
+CUresult
+bc_function_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3],
+                   unsigned int shared, CUstream s, void *buf, size_t size)
+{
+    return do_launch(f, g, b, shared, s, buf, size);
+}
+
 /* Elapsed seconds of a launch made between two events (synchronizes). */
 typedef struct {
     CUevent start, end;

@@ -18,4 +18,11 @@ int bc_block_give(bc_Context *ctx, CUdeviceptr ptr, size_t nbytes);
  * still be valid), 0 just forgets them (the context is being destroyed). */
 void bc_block_flush(bc_Context *ctx, int release);
 
+/* A DeviceAllocation of n > 0 bytes in ctx (which must be current) from the pool
+ * on `stream` (None or the Stream object whose handle is s); on the legacy default
+ * stream small blocks come from ctx's cache.  NULL with MemoryError (or another
+ * driver error) set. */
+PyObject *bc_array_alloc_in(bc_State *st, bc_Context *ctx, size_t n, PyObject *stream,
+                            CUstream s);
+
 #endif

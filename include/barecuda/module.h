@@ -51,4 +51,10 @@ PyObject *bc_function_new(bc_State *st, bc_Module *module, PyObject *name);
 /* LogicError when the module was unloaded or its context detached. */
 int bc_module_usable(bc_State *st, bc_Module *m);
 
+/* cuLaunchKernel of f with a buffer packed to its prepare()d layout, as
+ * prepared_async_call does it (the GIL as the launch knob says, one retry in f's
+ * context).  The driver's result; no exception set. */
+CUresult bc_function_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3],
+                            unsigned int shared, CUstream s, void *buf, size_t size);
+
 #endif

@@ -19,6 +19,7 @@
     X(ModuleGlobalType)                                                        \
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
+    X(ArrayBaseType) X(HotEntryType) X(OpTableType)                            \
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
@@ -75,6 +76,7 @@ int bc_texture_setup(PyObject *m, bc_State *st);
 int bc_dlpack_setup(PyObject *m, bc_State *st);
 int bc_blockcache_setup(PyObject *m, bc_State *st);
 int bc_staging_setup(PyObject *m, bc_State *st);
+int bc_gpuarray_setup(PyObject *m, bc_State *st);
 
 /* Create a heap type from spec bound to module m, store it in *slot, and add it to m. */
 int bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot);

@@ -19,6 +19,7 @@ import weakref
 import numpy as np
 
 from barecuda import driver as _drv
+from barecuda._driver import _HotEntry as HotEntry
 from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
 
 __all__ = ["ElementwiseKernel", "get_elwise_module", "get_elwise_kernel"]
@@ -81,29 +82,6 @@ def cache_store(cache, key, entry):
         cache["__sweep_at__"] = 2 * len(cache) + 64
     cache[key] = entry
     return entry
-
-
-class HotEntry:
-    """The last context a kernel ran in and its Functions there, held weakly (a
-    kernel object must not keep a context alive).  `get(ctx)` gives the first
-    Function while `ctx` is that context and it is alive, else None; `second()`
-    the other one (reductions have two stages); `extra` is the grid cap."""
-
-    __slots__ = ("ctx", "first", "other", "extra")
-
-    def __init__(self, ctx, first, other, extra):
-        self.ctx = weakref.ref(ctx)
-        self.first = weakref.ref(first)
-        self.other = weakref.ref(other) if other is not None else None
-        self.extra = extra
-
-    def get(self, ctx):
-        if ctx is None or self.ctx() is not ctx:
-            return None
-        return self.first()
-
-    def second(self):
-        return self.other()
 
 
 def device_blocks(cache=None):
@@ -401,7 +379,7 @@ class ElementwiseKernel:
             if ctx is None:
                 ctx = _current_context()
             self._hot = HotEntry(ctx, self.get_function(False, False, cache), None,
-                                 device_blocks(cache)[0] * BLOCKS_PER_SM)
+                                 device_blocks(cache)[0] * BLOCKS_PER_SM, BLOCK, BLOCK)
             return fn, (grid, 1, 1)
         grid = (n + BLOCK - 1) // BLOCK
         return fn, ((grid if grid < hot.extra else hot.extra), 1, 1)

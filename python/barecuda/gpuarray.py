@@ -128,7 +128,7 @@ class ArrayFlags:
         return (f"  C_CONTIGUOUS : {self.c_contiguous}\n  F_CONTIGUOUS : {self.f_contiguous}")
 
 
-class GPUArray:
+class GPUArray(_cdrv._ArrayBase):
     """GPUArray(shape, dtype, allocator=None, base=None, gpudata=None, strides=None,
     order="C", stream=None)
 
@@ -139,8 +139,8 @@ class GPUArray:
 
     __array_priority__ = 100
     __array_ufunc__ = None   # NumPy scalars and ufuncs defer to our operators
-    __slots__ = ("shape", "dtype", "size", "strides", "gpudata", "ptr", "base", "allocator",
-                 "_c", "_f", "_mem", "__weakref__")
+    __slots__ = ()   # the fields (shape, dtype, size, strides, gpudata, ptr, base,
+    # allocator, _c, _f, _mem) live in the C base, so C fast paths can make results
 
     def __init__(self, shape, dtype, allocator=None, base=None, gpudata=None, strides=None,
                  order="C", stream=None):
@@ -996,8 +996,6 @@ def _binary_kernel(op, xd, yd, scalar, reverse, res, cd):
 _PY_SCALARS = (int, float, complex, bool, np.generic)
 
 
-_fast = {}   # (op, x dtype, y dtype) -> (result dtype, kernel): the small-op fast path
-_fast_scalar = {}   # (op, x dtype, scalar type, reverse) -> (result dtype, kernel)
 _WEAK_SCALARS = (float, int, complex)
 _BLOCK3 = (_BLOCK, 1, 1)
 
@@ -1067,16 +1065,11 @@ def _empty_as(x, dtype, stream):
 
 
 def _binary(op, x, y, reverse=False, out=None, stream=None):
-    ty = type(y)
-    if ty is GPUArray and out is None:
-        ent = _fast.get((op, x.dtype, y.dtype))
-        if ent is not None and x.shape == y.shape and x.strides == y.strides and x._c:
-            z = _empty_as(x, ent[0], stream)
-            n = z.size
-            if n:
-                fn, grid = ent[1].launch_config(n)
-                fn.prepared_async_call(grid, _BLOCK3, stream, z.ptr, x.ptr, y.ptr, n)
+    if out is None:
+        z = _ELEMENTWISE[reverse][op](x, y, stream)   # the C fast path, or None
+        if z is not None:
             return z
+    ty = type(y)
     if ty is GPUArray:
         if x.shape != y.shape:
             raise ValueError(f"operands could not be used together: shapes {x.shape} and {y.shape} "
@@ -1084,7 +1077,6 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
         res = _result_dtype(op, x.dtype, y.dtype)
         cd = _compute_dtype(op, x.dtype, y.dtype, res)
         k = _binary_kernel(op, x.dtype, y.dtype, False, False, res, cd)
-        _fast[(op, x.dtype, y.dtype)] = (res, k)
         same = x.strides == y.strides and (x._c or x._f)
         if not same:
             x = x._contiguous(stream)
@@ -1093,15 +1085,9 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
             z = _empty_as(x, res, stream)
             if x.size:
                 k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
+                _remember(_ELEMENTWISE[False][op], x.dtype, y.dtype, res, k)
             return z
         return _to_out(k, [x.ptr, y.ptr], x, res, out, op, stream)
-    if ty in _WEAK_SCALARS and out is None:
-        ent = _fast_scalar.get((op, x.dtype, ty, reverse))
-        if ent is not None and (x._c or x._f):
-            z = _empty_as(x, ent[0], stream)
-            if z.size:
-                ent[1].launch_flat(z.size, [z.ptr, x.ptr] + _scalar_flat(ent[1], 2, y), stream)
-            return z
     if not isinstance(y, _PY_SCALARS):
         if isinstance(y, (list, tuple)):
             # refused, not left to Python: `a == [1, 2]` would quietly be False
@@ -1118,23 +1104,46 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
     res = _result_dtype(op, x.dtype, y)
     cd = _compute_dtype(op, x.dtype, y, res)
     k = _binary_kernel(op, x.dtype, None, True, reverse, res, cd)
-    try:
-        s = _scalar_flat(k, 2, y)
-    except OverflowError:
-        raise
+    s = _scalar_flat(k, 2, y)
     if op == "power" and not reverse and cd.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
-    if ty in _WEAK_SCALARS and op != "power" and not (ty is int and op in _COMPARE):
-        # the kernel depends on the scalar's type only (NumPy 2's weak scalars)
-        _fast_scalar[(op, x.dtype, ty, reverse)] = (res, k)
     if not (x._c or x._f):
         x = x._contiguous(stream)
     if out is None:
         z = _empty_as(x, res, stream)
         if x.size:
             k.launch_flat(x.size, [z.ptr, x.ptr] + s, stream)
+            if ty in _WEAK_SCALARS and op != "power" and not (ty is int and op in _COMPARE):
+                # the kernel depends on the scalar's type only (NumPy 2's weak scalars)
+                _remember(_ELEMENTWISE[reverse][op], x.dtype, ty, res, k)
         return z
     return _to_out(k, [x.ptr] + s, x, res, out, op, stream)
+
+
+def _remember(table, xdt, key, res, k):
+    """Let the C `table` launch kernel k for these operands from now on (it checks
+    that k's context is still current); results of another itemsize than x's
+    cannot share x's strides, so those stay on the Python path."""
+    if res.itemsize == xdt.itemsize and k._hot is not None:
+        table.put(xdt, key, res, k._hot)
+
+
+class _Tables(dict):
+    """op name -> its _OpTable, made on first use."""
+
+    def __init__(self, kind, suffix=""):
+        super().__init__()
+        self.kind, self.suffix = kind, suffix
+
+    def __missing__(self, op):
+        t = self[op] = _cdrv._OpTable(GPUArray, self.kind, op + self.suffix)
+        return t
+
+
+# the C small-op fast paths: `x op y` ([0]) and `y op x` for a scalar y ([1]), unary ops, sums
+_ELEMENTWISE = (_Tables("elementwise"), _Tables("elementwise", " (reflected)"))
+_UNARY = _Tables("unary")
+_SUMS = _cdrv._OpTable(GPUArray, "reduce", "sum")
 
 
 def _to_out(k, flat, x, res, out, op, stream):
@@ -1187,13 +1196,19 @@ def _unary_kernel(op, dt):
 
 
 def _unary(op, x, out=None, stream=None):
+    if out is None:
+        z = _UNARY[op](x, stream)
+        if z is not None:
+            return z
     res = _result_dtype(op, x.dtype)
     k = _unary_kernel(op, x.dtype)
     if not (x._c or x._f):
         x = x._contiguous(stream)
     if out is None:
         z = _empty_as(x, res, stream)
-        k.launch_flat(x.size, [z.ptr, x.ptr], stream)
+        if x.size:
+            k.launch_flat(x.size, [z.ptr, x.ptr], stream)
+            _remember(_UNARY[op], x.dtype, None, res, k)
         return z
     return _to_out(k, [x.ptr], x, res, out, op, stream)
 
@@ -1501,10 +1516,17 @@ def sum(a, dtype=None, stream=None, allocator=None):
     """The sum of all elements as a 0-d GPUArray (NumPy's accumulator dtype)."""
     if not isinstance(a, GPUArray):
         raise TypeError(f"sum() takes a GPUArray, not {type(a).__name__}")
+    if dtype is None and allocator is None:
+        z = _SUMS(a, stream)   # the C fast path, or None
+        if z is not None:
+            return z
     if dtype is None:
         k = _plain_sums.get(a.dtype)
         if k is not None and (a._c or a._f):   # the common case, no conversions
-            return k._run([a.ptr], a.size, None, None, stream, allocator)
+            z = k._run([a.ptr], a.size, None, None, stream, allocator)
+            if a.size:
+                _SUMS.put(a.dtype, None, k.dtype_out, k._hot)
+            return z
     res = _sum_dtype(a.dtype) if dtype is None else np.dtype(dtype)
     acc = np.dtype(np.float32) if res == np.float16 else res
     src = a._contiguous(stream)

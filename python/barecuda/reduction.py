@@ -191,7 +191,8 @@ class ReductionKernel:
             s1, s2 = self.get_functions(index64, rng is not None, cache)
             if rng is None:
                 self._hot = HotEntry(ctx if ctx is not None else _current_context(),
-                                     *self.get_functions(False, False, cache), sm * BLOCKS_PER_SM)
+                                     *self.get_functions(False, False, cache), sm * BLOCKS_PER_SM,
+                                     BLOCK, per)
         flat.append(count)
         if grid == 1:
             s1.prepared_async_call(_ONE, _BLOCK3, stream, out.ptr, *flat)
