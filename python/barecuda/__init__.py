@@ -8,3 +8,13 @@ call that needs it.
 """
 
 __version__ = "0.1.0"
+
+# The public modules, in the order the API reference lists them (docs/gen_api.py and
+# tests/test_docs.py walk these), and the dunder methods that are part of their
+# public face (the rest are object machinery).
+PUBLIC_MODULES = ("barecuda.driver", "barecuda.compiler", "barecuda.gpuarray",
+                  "barecuda.elementwise", "barecuda.reduction", "barecuda.scan",
+                  "barecuda.cumath", "barecuda.curandom", "barecuda.tools",
+                  "barecuda.characterize")
+PUBLIC_DUNDERS = frozenset({"__call__", "__enter__", "__exit__", "__cuda_array_interface__",
+                            "__dlpack__", "__dlpack_device__", "__cuda_stream__"})
