@@ -312,35 +312,32 @@ descriptor_richcompare(PyObject *a, PyObject *b, int op)
 
 #define DESC(self) (&((bc_ArrayDescriptor *)(self))->d)
 
-static PyObject *
-get_width(PyObject *self, void *Py_UNUSED(c))
+/* width, height and depth: size_t fields of the descriptor; a getset closure says
+ * which (its name for messages and its offset). */
+typedef struct {
+    const char *name;
+    size_t offset;
+} size_field;
+
+static size_field width_field = {"width", offsetof(CUDA_ARRAY3D_DESCRIPTOR, Width)};
+static size_field height_field = {"height", offsetof(CUDA_ARRAY3D_DESCRIPTOR, Height)};
+static size_field depth_field = {"depth", offsetof(CUDA_ARRAY3D_DESCRIPTOR, Depth)};
+
+static size_t *
+size_slot(PyObject *self, const size_field *f)
 {
-    return PyLong_FromSize_t(DESC(self)->Width);
-}
-static int
-put_width(PyObject *self, PyObject *v, void *Py_UNUSED(c))
-{
-    return set_size_field(v, "width", &DESC(self)->Width);
-}
-static PyObject *
-get_height(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromSize_t(DESC(self)->Height);
-}
-static int
-put_height(PyObject *self, PyObject *v, void *Py_UNUSED(c))
-{
-    return set_size_field(v, "height", &DESC(self)->Height);
+    return (size_t *)((char *)DESC(self) + f->offset);
 }
 static PyObject *
-get_depth(PyObject *self, void *Py_UNUSED(c))
+get_size(PyObject *self, void *closure)
 {
-    return PyLong_FromSize_t(DESC(self)->Depth);
+    return PyLong_FromSize_t(*size_slot(self, closure));
 }
 static int
-put_depth(PyObject *self, PyObject *v, void *Py_UNUSED(c))
+put_size(PyObject *self, PyObject *v, void *closure)
 {
-    return set_size_field(v, "depth", &DESC(self)->Depth);
+    const size_field *f = closure;
+    return set_size_field(v, f->name, size_slot(self, f));
 }
 static PyObject *
 get_format(PyObject *self, void *Py_UNUSED(c))
@@ -376,8 +373,8 @@ put_flags(PyObject *self, PyObject *v, void *Py_UNUSED(c))
 }
 
 #define BC_DESC_FIELDS                                                                      \
-    {"width", get_width, put_width, "Width in elements (>= 1).", NULL},                    \
-    {"height", get_height, put_height, "Height in elements (0 for a 1D array).", NULL},    \
+    {"width", get_size, put_size, "Width in elements (>= 1).", &width_field},              \
+    {"height", get_size, put_size, "Height in elements (0 for a 1D array).", &height_field}, \
     {"format", get_format, put_format, "An array_format member (None until set).", NULL},  \
     {"num_channels", get_channels, put_channels, "Channels per element: 1, 2 or 4.", NULL}
 
@@ -388,8 +385,8 @@ static PyGetSetDef descriptor_getset[] = {
 
 static PyGetSetDef descriptor3d_getset[] = {
     BC_DESC_FIELDS,
-    {"depth", get_depth, put_depth,
-     "Depth in elements (0 for 1D/2D arrays; the number of layers when LAYERED).", NULL},
+    {"depth", get_size, put_size,
+     "Depth in elements (0 for 1D/2D arrays; the number of layers when LAYERED).", &depth_field},
     {"flags", get_flags, put_flags,
      "array3d_flags: LAYERED, SURFACE_LDST, CUBEMAP, TEXTURE_GATHER.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

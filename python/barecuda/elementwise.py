@@ -170,6 +170,28 @@ class _Signature:
         self.name = kernel_name
         self.dtypes = [a.dtype for a in args]
 
+    def bind(self, args, rng, slc, who):
+        """The call of a generated kernel: (flat arguments, element count, the range
+        of indices or None).  The count is the first array's size; `slc` (a slice)
+        becomes a range over it.  TypeError for a wrong argument count, no array
+        among the arguments, both range= and slice=, or either of a wrong type."""
+        if len(args) != len(self.args):
+            raise TypeError(f"{who} takes {len(self.args)} arguments "
+                            f"({', '.join(a.name for a in self.args)}), got {len(args)}")
+        flat, first = self.convert(args, who)
+        if first is None:
+            raise TypeError(f"{who}: no GPUArray among the array arguments, so the size is unknown")
+        n = first.size
+        if slc is not None:
+            if rng is not None:
+                raise TypeError(f"{who}: give range= or slice=, not both")
+            if not isinstance(slc, slice):
+                raise TypeError(f"slice= must be a slice, not {type(slc).__name__}")
+            rng = range(*slc.indices(n))
+        if rng is not None and not isinstance(rng, range):
+            raise TypeError(f"range= must be a range, not {type(rng).__name__}")
+        return flat, n, rng
+
     def convert(self, values, who):
         """Flatten user arguments into launch arguments; returns (flat list, first array)."""
         out = []
@@ -331,22 +353,8 @@ class ElementwiseKernel:
         if kwargs:
             raise TypeError(f"{self._who}: unexpected keyword arguments "
                             f"{', '.join(sorted(kwargs))}")
-        if len(args) != len(self.args):
-            raise TypeError(f"{self._who} takes {len(self.args)} arguments "
-                            f"({', '.join(a.name for a in self.args)}), got {len(args)}")
-        flat, first = self._sig.convert(args, self._who)
-        if first is None:
-            raise TypeError(f"{self._who}: no GPUArray among the array arguments, so the size is unknown")
-        n = first.size
-        if slc is not None:
-            if rng is not None:
-                raise TypeError(f"{self._who}: give range= or slice=, not both")
-            if not isinstance(slc, slice):
-                raise TypeError(f"slice= must be a slice, not {type(slc).__name__}")
-            rng = range(*slc.indices(n))
+        flat, n, rng = self._sig.bind(args, rng, slc, self._who)
         if rng is not None:
-            if not isinstance(rng, range):
-                raise TypeError(f"range= must be a range, not {type(rng).__name__}")
             count = len(rng)
             if count == 0:
                 return

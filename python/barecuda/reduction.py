@@ -144,21 +144,7 @@ class ReductionKernel:
         allocator = kwargs.pop("allocator", None) or self.allocator
         if kwargs:
             raise TypeError(f"{self._who}: unexpected keyword arguments {', '.join(sorted(kwargs))}")
-        if len(args) != len(self.args):
-            raise TypeError(f"{self._who} takes {len(self.args)} arguments "
-                            f"({', '.join(a.name for a in self.args)}), got {len(args)}")
-        flat, first = self._sig.convert(args, self._who)
-        if first is None:
-            raise TypeError(f"{self._who}: no GPUArray among the array arguments, so the size is unknown")
-        n = first.size
-        if slc is not None:
-            if rng is not None:
-                raise TypeError(f"{self._who}: give range= or slice=, not both")
-            if not isinstance(slc, slice):
-                raise TypeError(f"slice= must be a slice, not {type(slc).__name__}")
-            rng = range(*slc.indices(n))
-        if rng is not None and not isinstance(rng, range):
-            raise TypeError(f"range= must be a range, not {type(rng).__name__}")
+        flat, n, rng = self._sig.bind(args, rng, slc, self._who)
         return self._run(flat, n, rng, out, stream, allocator)
 
     def _run(self, flat, n, rng, out, stream, allocator):
