@@ -900,6 +900,39 @@ prep_range(Py_ssize_t i, char code, PyObject *arg)
 }
 
 /* An integer argument as (value, is_negative-aware) long long / unsigned. */
+/* The integer struct codes: their size and range. */
+static const struct {
+    char code;
+    unsigned char size;
+    long long lo;
+    unsigned long long hi;
+} int_codes[] = {
+    {'?', 1, 0, 1},                 {'b', 1, INT8_MIN, INT8_MAX},   {'B', 1, 0, UINT8_MAX},
+    {'h', 2, INT16_MIN, INT16_MAX}, {'H', 2, 0, UINT16_MAX},        {'i', 4, INT32_MIN, INT32_MAX},
+    {'I', 4, 0, UINT32_MAX},        {'l', 8, INT64_MIN, INT64_MAX}, {'q', 8, INT64_MIN, INT64_MAX},
+    {'L', 8, 0, UINT64_MAX},        {'Q', 8, 0, UINT64_MAX},        {'P', 8, 0, UINT64_MAX},
+};
+
+int
+bc_pack_integer(char code, int neg, long long v, unsigned long long u, void *dst)
+{
+    for (size_t k = 0; k < BC_COUNT(int_codes); k++) {
+        if (int_codes[k].code != code)
+            continue;
+        if (neg ? v < int_codes[k].lo : u > int_codes[k].hi)
+            return 1;
+        uint64_t bits = neg ? (uint64_t)v : (uint64_t)u; /* two's complement */
+        switch (int_codes[k].size) {
+        case 1: *(uint8_t *)dst = (uint8_t)bits; break;
+        case 2: *(uint16_t *)dst = (uint16_t)bits; break;
+        case 4: *(uint32_t *)dst = (uint32_t)bits; break;
+        default: *(uint64_t *)dst = bits; break;
+        }
+        return 0;
+    }
+    return -1;
+}
+
 static int
 prep_int(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *dst)
 {
@@ -960,54 +993,9 @@ prep_int(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *d
         } else
             return prep_error(i, a->code, arg, "an int");
     }
-    switch (a->code) {
-    case '?':
-        if (neg || u > 1)
-            return prep_range(i, a->code, arg);
-        *(uint8_t *)dst = (uint8_t)u;
-        return 0;
-    case 'b':
-        if (neg ? v < INT8_MIN : u > INT8_MAX)
-            return prep_range(i, a->code, arg);
-        *(int8_t *)dst = (int8_t)v;
-        return 0;
-    case 'B':
-        if (neg || u > UINT8_MAX)
-            return prep_range(i, a->code, arg);
-        *(uint8_t *)dst = (uint8_t)u;
-        return 0;
-    case 'h':
-        if (neg ? v < INT16_MIN : u > INT16_MAX)
-            return prep_range(i, a->code, arg);
-        *(int16_t *)dst = (int16_t)v;
-        return 0;
-    case 'H':
-        if (neg || u > UINT16_MAX)
-            return prep_range(i, a->code, arg);
-        *(uint16_t *)dst = (uint16_t)u;
-        return 0;
-    case 'i':
-        if (neg ? v < INT32_MIN : u > INT32_MAX)
-            return prep_range(i, a->code, arg);
-        *(int32_t *)dst = (int32_t)v;
-        return 0;
-    case 'I':
-        if (neg || u > UINT32_MAX)
-            return prep_range(i, a->code, arg);
-        *(uint32_t *)dst = (uint32_t)u;
-        return 0;
-    case 'l':
-    case 'q':
-        if (!neg && u > INT64_MAX)
-            return prep_range(i, a->code, arg);
-        *(int64_t *)dst = neg ? (int64_t)v : (int64_t)u;
-        return 0;
-    default: /* L Q P */
-        if (neg)
-            return prep_range(i, a->code, arg);
-        *(uint64_t *)dst = (uint64_t)u;
-        return 0;
-    }
+    if (bc_pack_integer(a->code, neg, v, u, dst) != 0)
+        return prep_range(i, a->code, arg);
+    return 0;
 }
 
 static int

@@ -501,29 +501,13 @@ pack_scalar(char c, PyObject *v, char *dst)
         float zf[2] = {(float)z.real, (float)z.imag};
         return memcpy(dst, zf, sizeof zf), 1;
     }
-    static const struct {
-        char code;
-        unsigned char size;
-        long long lo, hi;
-    } ints[] = {{'b', 1, INT8_MIN, INT8_MAX},   {'B', 1, 0, UINT8_MAX},
-                {'h', 2, INT16_MIN, INT16_MAX}, {'H', 2, 0, UINT16_MAX},
-                {'i', 4, INT32_MIN, INT32_MAX}, {'I', 4, 0, UINT32_MAX},
-                {'q', 8, INT64_MIN, INT64_MAX}, {'Q', 8, 0, INT64_MAX}};
-    for (size_t i = 0; i < BC_COUNT(ints); i++) {
-        if (ints[i].code != c)
-            continue;
-        if (!PyLong_CheckExact(v))
-            return 0;
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow || (x == -1 && PyErr_Occurred()))
-            return PyErr_Clear(), 0;
-        if (x < ints[i].lo || x > ints[i].hi)
-            return 0;
-        /* little-endian: the low bytes of x are the narrower integer */
-        return memcpy(dst, &x, ints[i].size), 1;
-    }
-    return 0;
+    if (strchr("bBhHiIqQ", c) == NULL || !PyLong_CheckExact(v))
+        return 0; /* bool and float16 scalars, a float for an integer */
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred()))
+        return PyErr_Clear(), 0;
+    return bc_pack_integer(c, x < 0, x, (unsigned long long)x, dst) == 0;
 }
 
 /* Pack the arguments for f: 1 done, 0 when f's prepared layout is not pointers,

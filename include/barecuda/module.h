@@ -57,4 +57,9 @@ int bc_module_usable(bc_State *st, bc_Module *m);
 CUresult bc_function_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3],
                             unsigned int shared, CUstream s, void *buf, size_t size);
 
+/* Store the integer (neg ? v : u, where neg means v < 0) as struct code `code`
+ * (? b B h H i I l L q Q P) at dst: 0 done, 1 out of the code's range, -1 not an
+ * integer code.  No exception set. */
+int bc_pack_integer(char code, int neg, long long v, unsigned long long u, void *dst);
+
 #endif
