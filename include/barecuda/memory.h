@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Device, pinned, registered and managed memory (src/memory.c). */
+/* Device, managed and IPC memory (src/memory.c); pinned, aligned and registered
+ * host memory (src/hostmem.c). */
 #ifndef BC_MEMORY_H
 #define BC_MEMORY_H
 
@@ -73,5 +74,25 @@ PyObject *bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size
 /* The Context of the memory behind obj when it is one of our allocation types
  * (borrowed), else NULL without an exception. */
 bc_Context *bc_pointer_context(bc_State *st, PyObject *obj);
+
+/* The shape, dtype and order of a host or managed array being made (src/hostmem.c). */
+typedef struct {
+    PyArray_Dims dims;
+    PyArray_Descr *descr;
+    int fortran;
+    size_t nbytes;
+} bc_ArraySpec;
+
+/* Fill s from (shape, dtype, order) or from the ndarray `like` (order None/"A"/"K"
+ * keeping its layout); `fn` names the caller in TypeError/ValueError messages.
+ * 0, or -1 with an exception set and s cleared. */
+int bc_array_spec_parse(const char *fn, PyObject *shape, PyObject *dtype, PyObject *order,
+                        bc_ArraySpec *s);
+int bc_array_spec_like(const char *fn, PyObject *like, PyObject *order, bc_ArraySpec *s);
+void bc_array_spec_clear(bc_ArraySpec *s);
+
+/* A writable ndarray of spec s over `data` with `base` (stolen) as its base; s's
+ * descr is consumed.  NULL with an exception set. */
+PyObject *bc_array_over(bc_ArraySpec *s, void *data, PyObject *base);
 
 #endif
