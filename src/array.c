@@ -76,27 +76,6 @@ bc_array_check_format(unsigned int format, unsigned int num_channels, const char
     (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |          \
      CUDA_ARRAY3D_TEXTURE_GATHER | CUDA_ARRAY3D_DEPTH_TEXTURE | CUDA_ARRAY3D_COLOR_ATTACHMENT)
 
-/* barecuda.driver.<enum_name>(value), falling back to a plain int. */
-static PyObject *
-driver_enum(bc_State *st, const char *enum_name, unsigned long value)
-{
-    if (st->driver_module == NULL) {
-        st->driver_module = PyImport_ImportModule("barecuda.driver");
-        if (st->driver_module == NULL)
-            return NULL;
-    }
-    PyObject *cls = PyObject_GetAttrString(st->driver_module, enum_name);
-    if (cls == NULL)
-        return NULL;
-    PyObject *out = PyObject_CallFunction(cls, "k", value);
-    Py_DECREF(cls);
-    if (out == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
-        PyErr_Clear();
-        out = PyLong_FromUnsignedLong(value);
-    }
-    return out;
-}
-
 /* The whole descriptor, as Array() will use it. */
 static int
 check_descriptor(const CUDA_ARRAY3D_DESCRIPTOR *d, const char *what)
@@ -344,7 +323,7 @@ get_format(PyObject *self, void *Py_UNUSED(c))
 {
     if (DESC(self)->Format == 0)
         Py_RETURN_NONE;
-    return driver_enum(bc_state_of(self), "array_format", DESC(self)->Format);
+    return bc_driver_enum(bc_state_of(self), "array_format", DESC(self)->Format);
 }
 static int
 put_format(PyObject *self, PyObject *v, void *Py_UNUSED(c))
@@ -364,7 +343,7 @@ put_channels(PyObject *self, PyObject *v, void *Py_UNUSED(c))
 static PyObject *
 get_flags(PyObject *self, void *Py_UNUSED(c))
 {
-    return driver_enum(bc_state_of(self), "array3d_flags", DESC(self)->Flags);
+    return bc_driver_enum(bc_state_of(self), "array3d_flags", DESC(self)->Flags);
 }
 static int
 put_flags(PyObject *self, PyObject *v, void *Py_UNUSED(c))

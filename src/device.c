@@ -240,17 +240,6 @@ device_get_attribute(bc_Device *self, PyObject *arg)
     return PyLong_FromLong(value);
 }
 
-static PyObject *
-driver_attr(bc_State *st, const char *name)
-{
-    if (st->driver_module == NULL) {
-        st->driver_module = PyImport_ImportModule("barecuda.driver");
-        if (st->driver_module == NULL)
-            return NULL;
-    }
-    return PyObject_GetAttrString(st->driver_module, name);
-}
-
 PyDoc_STRVAR(get_attributes_doc,
 "get_attributes()\n--\n\n"
 "{device_attribute: value} for every attribute this driver reports for the device\n"
@@ -260,7 +249,7 @@ static PyObject *
 device_get_attributes(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    PyObject *enum_cls = driver_attr(st, "device_attribute");
+    PyObject *enum_cls = bc_driver_attr(st, "device_attribute");
     if (enum_cls == NULL)
         return NULL;
     PyObject *out = PyDict_New();

@@ -9,6 +9,32 @@
 #include "barecuda/common.h"
 #include "barecuda/state.h"
 
+PyObject *
+bc_driver_attr(bc_State *st, const char *name)
+{
+    if (st->driver_module == NULL) {
+        st->driver_module = PyImport_ImportModule("barecuda.driver");
+        if (st->driver_module == NULL)
+            return NULL;
+    }
+    return PyObject_GetAttrString(st->driver_module, name);
+}
+
+PyObject *
+bc_driver_enum(bc_State *st, const char *enum_name, unsigned long value)
+{
+    PyObject *cls = bc_driver_attr(st, enum_name);
+    if (cls == NULL)
+        return NULL;
+    PyObject *out = PyObject_CallFunction(cls, "k", value);
+    Py_DECREF(cls);
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyErr_Clear();
+        out = PyLong_FromUnsignedLong(value);
+    }
+    return out;
+}
+
 int
 bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot)
 {

@@ -396,6 +396,23 @@ memory_args(bc_State *st, PyObject *mem, PyObject *fmt, PyObject *nc, const char
     return bc_array_check_format(*format, *channels, fn);
 }
 
+/* The TextureObject over the device memory of `mem` that `res` describes (LINEAR or
+ * PITCH2D) with options o, made in the current context; `mem` is kept alive. */
+static PyObject *
+memory_texture(bc_State *st, PyObject *mem, const tex_options *o, const CUDA_RESOURCE_DESC *res,
+               unsigned int format)
+{
+    CUDA_TEXTURE_DESC tex;
+    if (fill_texture_desc(o, res->resType, format, &tex) < 0)
+        return NULL;
+    bc_Context *ctx = bc_context_current(st);
+    if (ctx == NULL)
+        return NULL;
+    PyObject *out = texobj_create(st, 0, ctx, mem, NULL, res, &tex);
+    Py_DECREF(ctx);
+    return out;
+}
+
 PyDoc_STRVAR(from_linear_doc,
 "from_linear(ptr, nbytes, format, num_channels=1, *, address_mode='clamp', filter_mode='point', "
 "normalized_coords=False, read_mode='element', border_color=(0, 0, 0, 0), srgb=False, "
@@ -436,9 +453,6 @@ texture_from_linear(PyObject *cls, PyObject *args, PyObject *kwargs)
                      avail);
         return NULL;
     }
-    CUDA_TEXTURE_DESC tex;
-    if (fill_texture_desc(&o, CU_RESOURCE_TYPE_LINEAR, format, &tex) < 0)
-        return NULL;
     CUDA_RESOURCE_DESC res;
     memset(&res, 0, sizeof res);
     res.resType = CU_RESOURCE_TYPE_LINEAR;
@@ -446,12 +460,7 @@ texture_from_linear(PyObject *cls, PyObject *args, PyObject *kwargs)
     res.res.linear.format = (CUarray_format)format;
     res.res.linear.numChannels = channels;
     res.res.linear.sizeInBytes = nbytes;
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return NULL;
-    PyObject *out = texobj_create(st, 0, ctx, mem, NULL, &res, &tex);
-    Py_DECREF(ctx);
-    return out;
+    return memory_texture(st, mem, &o, &res, format);
 }
 
 PyDoc_STRVAR(from_pitch2d_doc,
@@ -501,9 +510,6 @@ texture_from_pitch2d(PyObject *cls, PyObject *args, PyObject *kwargs)
                      avail);
         return NULL;
     }
-    CUDA_TEXTURE_DESC tex;
-    if (fill_texture_desc(&o, CU_RESOURCE_TYPE_PITCH2D, format, &tex) < 0)
-        return NULL;
     CUDA_RESOURCE_DESC res;
     memset(&res, 0, sizeof res);
     res.resType = CU_RESOURCE_TYPE_PITCH2D;
@@ -513,12 +519,7 @@ texture_from_pitch2d(PyObject *cls, PyObject *args, PyObject *kwargs)
     res.res.pitch2D.width = width;
     res.res.pitch2D.height = height;
     res.res.pitch2D.pitchInBytes = pitch;
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return NULL;
-    PyObject *out = texobj_create(st, 0, ctx, mem, NULL, &res, &tex);
-    Py_DECREF(ctx);
-    return out;
+    return memory_texture(st, mem, &o, &res, format);
 }
 
 PyDoc_STRVAR(surface_doc,
@@ -639,28 +640,12 @@ texobj_get_closed(bc_TexObject *self, void *Py_UNUSED(c))
 }
 
 static PyObject *
-driver_enum(bc_State *st, const char *enum_name, unsigned long value)
-{
-    if (st->driver_module == NULL) {
-        st->driver_module = PyImport_ImportModule("barecuda.driver");
-        if (st->driver_module == NULL)
-            return NULL;
-    }
-    PyObject *cls = PyObject_GetAttrString(st->driver_module, enum_name);
-    if (cls == NULL)
-        return NULL;
-    PyObject *out = PyObject_CallFunction(cls, "k", value);
-    Py_DECREF(cls);
-    return out;
-}
-
-static PyObject *
 texture_get_address_mode(bc_TexObject *self, void *Py_UNUSED(c))
 {
     bc_State *st = bc_state_of((PyObject *)self);
     PyObject *t = PyTuple_New(3);
     for (int i = 0; t && i < 3; i++) {
-        PyObject *v = driver_enum(st, "address_mode", (unsigned long)self->tex.addressMode[i]);
+        PyObject *v = bc_driver_enum(st, "address_mode", (unsigned long)self->tex.addressMode[i]);
         if (v == NULL)
             Py_CLEAR(t);
         else
@@ -672,7 +657,7 @@ texture_get_address_mode(bc_TexObject *self, void *Py_UNUSED(c))
 static PyObject *
 texture_get_filter_mode(bc_TexObject *self, void *Py_UNUSED(c))
 {
-    return driver_enum(bc_state_of((PyObject *)self), "filter_mode",
+    return bc_driver_enum(bc_state_of((PyObject *)self), "filter_mode",
                        (unsigned long)self->tex.filterMode);
 }
 
@@ -692,7 +677,7 @@ texture_get_read_mode(bc_TexObject *self, void *Py_UNUSED(c))
 static PyObject *
 texture_get_flags(bc_TexObject *self, void *Py_UNUSED(c))
 {
-    return driver_enum(bc_state_of((PyObject *)self), "trsf_flags", self->tex.flags);
+    return bc_driver_enum(bc_state_of((PyObject *)self), "trsf_flags", self->tex.flags);
 }
 
 static PyObject *

@@ -79,6 +79,13 @@ int bc_blockcache_setup(PyObject *m, bc_State *st);
 int bc_staging_setup(PyObject *m, bc_State *st);
 int bc_gpuarray_setup(PyObject *m, bc_State *st);
 
+/* barecuda.driver.<name> (new reference), importing barecuda.driver on first need. */
+PyObject *bc_driver_attr(bc_State *st, const char *name);
+
+/* barecuda.driver.<enum_name>(value) (new reference), or a plain int when the enum
+ * has no member of that value (a newer driver's). */
+PyObject *bc_driver_enum(bc_State *st, const char *enum_name, unsigned long value);
+
 /* Create a heap type from spec bound to module m, store it in *slot, and add it to m. */
 int bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot);
 
