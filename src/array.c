@@ -945,6 +945,50 @@ linear_copy(bc_Array *a, int to_array, size_t offset, void *buf, size_t n)
     return rc;
 }
 
+/* memcpy_htoa(ary, index, src) and memcpy_atoh(dest, ary, index). */
+static PyObject *
+host_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int to_array)
+{
+    bc_State *st = bc_state_from_module(m);
+    const char *name = to_array ? "memcpy_htoa" : "memcpy_atoh";
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 3 arguments (%zd given)", name, nargs);
+        return NULL;
+    }
+    PyObject *host = args[to_array ? 2 : 0], *ary = args[to_array ? 0 : 1];
+    char what[96];
+    snprintf(what, sizeof what, "%s(): index", name);
+    bc_Array *a;
+    size_t offset, total;
+    if (linear_copy_args(st, ary, args[to_array ? 1 : 2], what, &a, &offset, &total) < 0)
+        return NULL;
+    Py_buffer view;
+    int flags = PyBUF_ANY_CONTIGUOUS | (to_array ? 0 : PyBUF_WRITABLE);
+    if (PyObject_GetBuffer(host, &view, flags) < 0) {
+        snprintf(what, sizeof what, "%s(): %s", name,
+                 to_array ? "src must be a contiguous host buffer"
+                          : "dest must be a writable contiguous host buffer");
+        return buffer_error(what, host);
+    }
+    if (offset > total || (size_t)view.len > total - offset) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): %zd bytes at offset %zu run past the array's %zu bytes", name,
+                     view.len, offset, total);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    CUresult rc = CUDA_SUCCESS;
+    if (view.len > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = linear_copy(a, to_array, offset, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (bc_check(st, rc, to_array ? "cuMemcpyHtoA" : "cuMemcpyAtoH") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(memcpy_htoa_doc,
 "memcpy_htoa(ary, index, src)\n--\n\n"
 "Copy the contiguous host buffer `src` into Array `ary` starting `index` bytes\n"
@@ -953,35 +997,7 @@ PyDoc_STRVAR(memcpy_htoa_doc,
 static PyObject *
 bc_memcpy_htoa(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
-    bc_State *st = bc_state_from_module(m);
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "memcpy_htoa() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    bc_Array *a;
-    size_t offset, total;
-    if (linear_copy_args(st, args[0], args[1], "memcpy_htoa(): index", &a, &offset, &total) < 0)
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[2], &view, PyBUF_ANY_CONTIGUOUS) < 0)
-        return buffer_error("memcpy_htoa(): src must be a contiguous host buffer", args[2]);
-    if (offset > total || (size_t)view.len > total - offset) {
-        PyErr_Format(PyExc_ValueError,
-                     "memcpy_htoa(): %zd bytes at offset %zu run past the array's %zu bytes",
-                     view.len, offset, total);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    CUresult rc = CUDA_SUCCESS;
-    if (view.len > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = linear_copy(a, 1, offset, view.buf, (size_t)view.len);
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&view);
-    if (bc_check(st, rc, "cuMemcpyHtoA") < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return host_array_copy(m, args, nargs, 1);
 }
 
 PyDoc_STRVAR(memcpy_atoh_doc,
@@ -993,36 +1009,7 @@ PyDoc_STRVAR(memcpy_atoh_doc,
 static PyObject *
 bc_memcpy_atoh(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
-    bc_State *st = bc_state_from_module(m);
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "memcpy_atoh() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    bc_Array *a;
-    size_t offset, total;
-    if (linear_copy_args(st, args[1], args[2], "memcpy_atoh(): index", &a, &offset, &total) < 0)
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE) < 0)
-        return buffer_error("memcpy_atoh(): dest must be a writable contiguous host buffer",
-                            args[0]);
-    if (offset > total || (size_t)view.len > total - offset) {
-        PyErr_Format(PyExc_ValueError,
-                     "memcpy_atoh(): %zd bytes at offset %zu run past the array's %zu bytes",
-                     view.len, offset, total);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    CUresult rc = CUDA_SUCCESS;
-    if (view.len > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = linear_copy(a, 0, offset, view.buf, (size_t)view.len);
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&view);
-    if (bc_check(st, rc, "cuMemcpyAtoH") < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return host_array_copy(m, args, nargs, 0);
 }
 
 static PyMethodDef array_functions[] = {

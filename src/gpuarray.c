@@ -702,7 +702,8 @@ optable_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObjec
     if (Py_TYPE(x) != cls)
         Py_RETURN_NONE;
     /* y: another array (its dtype is the key), a scalar (its type is), or none */
-    bc_ArrayBase *a = (bc_ArrayBase *)x, *b = y != NULL && Py_TYPE(y) == cls ? (bc_ArrayBase *)y : NULL;
+    bc_ArrayBase *a = (bc_ArrayBase *)x;
+    bc_ArrayBase *b = y != NULL && Py_TYPE(y) == cls ? (bc_ArrayBase *)y : NULL;
     PyObject *key = b != NULL ? b->dtype : y != NULL ? (PyObject *)Py_TYPE(y) : NULL;
     op_entry *e = optable_find(t, a->dtype, key);
     op_call c = {.nptrs = b != NULL ? 3 : 2, .stream = args[want - 1]};

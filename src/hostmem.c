@@ -80,7 +80,8 @@ spec_finish(const char *fn, bc_ArraySpec *s)
 }
 
 int
-bc_array_spec_parse(const char *fn, PyObject *shape, PyObject *dtype, PyObject *order, bc_ArraySpec *s)
+bc_array_spec_parse(const char *fn, PyObject *shape, PyObject *dtype, PyObject *order,
+                    bc_ArraySpec *s)
 {
     s->dims.ptr = NULL;
     s->dims.len = 0;
