@@ -36,3 +36,18 @@ def test_svg_from_an_earlier_json(tmp_path):
     out = tmp_path / "launch.svg"
     assert bench.main(["--from-json", str(src), "--svg", str(out)]) == 0
     assert "barecuda __call__" in out.read_text()
+
+
+def test_interleaved_times_alternates_and_times_each_function():
+    import time
+
+    import pytest
+    calls, synced = [], []
+    fns = [lambda: calls.append(0), lambda: (calls.append(1), time.sleep(0.002))]
+    syncs = [lambda: synced.append(0), None]
+    t = bench.interleaved_times(fns, syncs, iterations=1, rounds=3, warmup=2)
+    assert calls == [0, 0, 1, 1] + [0, 1] * 3          # warm-up, then one loop each per round
+    assert synced == [0] * 4                             # after the warm-up and each loop
+    assert len(t) == 2 and 0 <= t[0] < 0.002 <= t[1]
+    with pytest.raises(ValueError, match="2 functions but 1 syncs"):
+        bench.interleaved_times(fns, syncs[:1])

@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from barecuda.bench import interleaved_times
+
 N_BIG = 1 << 28
 N_SMALL = 1000
 ROUNDS = 7
@@ -57,23 +59,6 @@ def _host_loop_time(fn, sync, iterations=2000):
         sync()
         times.append((time.perf_counter() - t0) / iterations)
     return statistics.median(times)
-
-
-def _interleaved_times(fns, syncs, iterations=2000, rounds=3 * ROUNDS):
-    """Median seconds per call of each fns[i] (synchronized by syncs[i]) over
-    `rounds` rounds that each run every function's loop once, in turn."""
-    for fn, sync in zip(fns, syncs):
-        fn()
-        sync()
-    times = [[] for _ in fns]
-    for _ in range(rounds):
-        for fn, sync, ts in zip(fns, syncs, times):
-            t0 = time.perf_counter()
-            for _ in range(iterations):
-                fn()
-            sync()
-            ts.append((time.perf_counter() - t0) / iterations)
-    return [statistics.median(ts) for ts in times]
 
 
 _HAND = r"""
@@ -160,7 +145,7 @@ def run():
         syncs += [cp.cuda.Device().synchronize] * 2
     # rounds of ours and CuPy's alternate, so both see the same host and GPU state
     # (clocks, other load) and a drift does not favour whoever ran first
-    t_add, t_sum, *c_times = _interleaved_times(fns, syncs)
+    t_add, t_sum, *c_times = interleaved_times(fns, syncs, rounds=3 * ROUNDS)
     if cp is not None:
         c_add, c_sum = c_times
         rows.append(_row("a + b 1000 f32", t_add * 1e6, "us/op", c_add / t_add, "cupy (target >= 1.67)"))

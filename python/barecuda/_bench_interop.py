@@ -6,7 +6,8 @@
   ours, more is better).
 - ``gpuarray.asarray(cupy_array)`` (through CuPy's CAI) against ``cupy.asarray(gpuarray)``.
 - One ``GPUArray.__cuda_array_interface__`` export against CuPy's own.
-Host-side medians of rounds of many calls, in microseconds.  Peers that do not import
+Host-side medians of rounds of many calls, in microseconds; ours and CuPy's calls
+alternate round by round.  Peers that do not import
 are skipped (then only our figures are given, without a ratio).
 """
 
@@ -14,6 +15,8 @@ import statistics
 import time
 
 import numpy as np
+
+from barecuda.bench import interleaved_times
 
 ROUNDS = 7
 ITER = 2000
@@ -46,26 +49,29 @@ def run():
     except Exception:  # noqa: BLE001 - CuPy missing or broken: our figures alone
         cupy = None
     rows = []
-    t_cai = _us(lambda: ours.__cuda_array_interface__)
-    t_dlp = _us(lambda: ours.__dlpack__(max_version=(1, 0)))
     if cupy is None:
-        rows.append(_row("GPUArray.__cuda_array_interface__", t_cai, "us", note="CuPy not found"))
-        rows.append(_row("GPUArray.__dlpack__", t_dlp, "us", note="CuPy not found"))
+        rows.append(_row("GPUArray.__cuda_array_interface__",
+                         _us(lambda: ours.__cuda_array_interface__), "us", note="CuPy not found"))
+        rows.append(_row("GPUArray.__dlpack__", _us(lambda: ours.__dlpack__(max_version=(1, 0))),
+                         "us", note="CuPy not found"))
         return rows
     theirs = cupy.arange(1000, dtype=cupy.float32)
     cupy.cuda.Device().synchronize()
 
-    t_from = _us(lambda: gpuarray.from_dlpack(theirs))
-    c_from = _us(lambda: cupy.from_dlpack(ours))
+    # ours and CuPy's alternate round by round (host-side figures drift otherwise)
+    t_from, c_from, t_as, c_as, t_cai, c_cai, t_dlp, c_dlp = (
+        t * 1e6 for t in interleaved_times([
+            lambda: gpuarray.from_dlpack(theirs), lambda: cupy.from_dlpack(ours),
+            lambda: gpuarray.asarray(theirs), lambda: cupy.asarray(ours),
+            lambda: ours.__cuda_array_interface__, lambda: theirs.__cuda_array_interface__,
+            lambda: ours.__dlpack__(max_version=(1, 0)),
+            lambda: theirs.__dlpack__(max_version=(1, 0))],
+            iterations=ITER, rounds=3 * ROUNDS, warmup=50))
     rows.append(_row("from_dlpack (import 1000 float32)", t_from, "us", c_from / t_from,
                      "cupy.from_dlpack(GPUArray)"))
-    t_as = _us(lambda: gpuarray.asarray(theirs))
-    c_as = _us(lambda: cupy.asarray(ours))
     rows.append(_row("asarray via CAI (import)", t_as, "us", c_as / t_as, "cupy.asarray(GPUArray)"))
-    c_cai = _us(lambda: theirs.__cuda_array_interface__)
     rows.append(_row("__cuda_array_interface__ export", t_cai, "us", c_cai / t_cai,
                      "cupy.ndarray.__cuda_array_interface__"))
-    c_dlp = _us(lambda: theirs.__dlpack__(max_version=(1, 0)))
     rows.append(_row("__dlpack__ export", t_dlp, "us", c_dlp / t_dlp, "cupy.ndarray.__dlpack__",
                      "capsules collected unconsumed"))
     # Correctness of what was timed: both views see the same memory.

@@ -18,6 +18,7 @@ import argparse
 import importlib
 import json
 import platform
+import statistics
 import sys
 import time
 import traceback
@@ -25,6 +26,33 @@ import traceback
 SECTIONS = ["copies", "launch", "compile", "gpuarray", "interop", "import"]
 
 _KEYS = ("name", "value", "unit", "ratio", "vs", "note")
+
+
+def interleaved_times(fns, syncs=None, iterations=2000, rounds=21, warmup=1):
+    """Median seconds per call of each of `fns`, timed in `rounds` rounds that each
+    run every function's loop of `iterations` calls once, in turn, so that all of
+    them see the same host and GPU state (clocks, other load) and a drift favours
+    none.  ``syncs[i]`` (if given) is called after each loop of ``fns[i]`` and is
+    inside its time (device work is then counted to its end).  Each function is
+    first called `warmup` times."""
+    syncs = list(syncs) if syncs is not None else [None] * len(fns)
+    if len(syncs) != len(fns):
+        raise ValueError(f"{len(fns)} functions but {len(syncs)} syncs")
+    for fn, sync in zip(fns, syncs):
+        for _ in range(warmup):
+            fn()
+        if sync is not None:
+            sync()
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, sync, ts in zip(fns, syncs, times):
+            t0 = time.perf_counter()
+            for _ in range(iterations):
+                fn()
+            if sync is not None:
+                sync()
+            ts.append((time.perf_counter() - t0) / iterations)
+    return [statistics.median(ts) for ts in times]
 
 
 def _load(name):
