@@ -900,37 +900,37 @@ prep_range(Py_ssize_t i, char code, PyObject *arg)
 }
 
 /* An integer argument as (value, is_negative-aware) long long / unsigned. */
-/* The integer struct codes: their size and range. */
+/* The integer struct codes, indexed by the code: size (0: not an integer code) and
+ * range. */
 static const struct {
-    char code;
     unsigned char size;
     long long lo;
     unsigned long long hi;
-} int_codes[] = {
-    {'?', 1, 0, 1},                 {'b', 1, INT8_MIN, INT8_MAX},   {'B', 1, 0, UINT8_MAX},
-    {'h', 2, INT16_MIN, INT16_MAX}, {'H', 2, 0, UINT16_MAX},        {'i', 4, INT32_MIN, INT32_MAX},
-    {'I', 4, 0, UINT32_MAX},        {'l', 8, INT64_MIN, INT64_MAX}, {'q', 8, INT64_MIN, INT64_MAX},
-    {'L', 8, 0, UINT64_MAX},        {'Q', 8, 0, UINT64_MAX},        {'P', 8, 0, UINT64_MAX},
+} int_codes[128] = {
+    ['?'] = {1, 0, 1},                 ['b'] = {1, INT8_MIN, INT8_MAX},
+    ['B'] = {1, 0, UINT8_MAX},         ['h'] = {2, INT16_MIN, INT16_MAX},
+    ['H'] = {2, 0, UINT16_MAX},        ['i'] = {4, INT32_MIN, INT32_MAX},
+    ['I'] = {4, 0, UINT32_MAX},        ['l'] = {8, INT64_MIN, INT64_MAX},
+    ['q'] = {8, INT64_MIN, INT64_MAX}, ['L'] = {8, 0, UINT64_MAX},
+    ['Q'] = {8, 0, UINT64_MAX},        ['P'] = {8, 0, UINT64_MAX},
 };
 
 int
 bc_pack_integer(char code, int neg, long long v, unsigned long long u, void *dst)
 {
-    for (size_t k = 0; k < BC_COUNT(int_codes); k++) {
-        if (int_codes[k].code != code)
-            continue;
-        if (neg ? v < int_codes[k].lo : u > int_codes[k].hi)
-            return 1;
-        uint64_t bits = neg ? (uint64_t)v : (uint64_t)u; /* two's complement */
-        switch (int_codes[k].size) {
-        case 1: *(uint8_t *)dst = (uint8_t)bits; break;
-        case 2: *(uint16_t *)dst = (uint16_t)bits; break;
-        case 4: *(uint32_t *)dst = (uint32_t)bits; break;
-        default: *(uint64_t *)dst = bits; break;
-        }
-        return 0;
+    unsigned char c = (unsigned char)code;
+    if (c >= BC_COUNT(int_codes) || int_codes[c].size == 0)
+        return -1;
+    if (neg ? v < int_codes[c].lo : u > int_codes[c].hi)
+        return 1;
+    uint64_t bits = neg ? (uint64_t)v : (uint64_t)u; /* two's complement */
+    switch (int_codes[c].size) {
+    case 1: *(uint8_t *)dst = (uint8_t)bits; break;
+    case 2: *(uint16_t *)dst = (uint16_t)bits; break;
+    case 4: *(uint32_t *)dst = (uint32_t)bits; break;
+    default: *(uint64_t *)dst = bits; break;
     }
-    return -1;
+    return 0;
 }
 
 static int

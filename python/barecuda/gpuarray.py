@@ -20,7 +20,6 @@ import numpy as np
 
 from barecuda import _driver as _cdrv
 from barecuda import driver as _drv
-from barecuda.elementwise import BLOCK as _BLOCK
 from barecuda.elementwise import ElementwiseKernel
 from barecuda.reduction import ReductionKernel
 from barecuda.tools import dtype_to_ctype
@@ -997,7 +996,6 @@ _PY_SCALARS = (int, float, complex, bool, np.generic)
 
 
 _WEAK_SCALARS = (float, int, complex)
-_BLOCK3 = (_BLOCK, 1, 1)
 
 
 def _new_array(shape, dtype, allocator, stream):
