@@ -187,3 +187,22 @@ class InOut(In, Out):
         Out.post_call(self, stream)
 
 # }}}
+
+
+class PointerHolderBase:
+    """Base for objects that hold device memory allocated elsewhere (PyCUDA's name).
+
+    A subclass defines ``get_pointer()`` returning the device address as an int; its
+    instances are then accepted wherever a device pointer is (kernel arguments,
+    copies, memset, ``GPUArray(gpudata=...)``) through ``__int__``/``__index__``.
+    """
+
+    def get_pointer(self):
+        """The device address held (an int); subclasses must define it."""
+        raise NotImplementedError(f"{type(self).__name__} must define get_pointer()")
+
+    def __int__(self):
+        return int(self.get_pointer())
+
+    __index__ = __int__
+

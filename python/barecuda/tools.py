@@ -502,3 +502,112 @@ class PageLockedMemoryPool(_BlockPool):
         nr, block = self._take(nbytes)
         holder = PooledHostAllocation(self, nr, block, shape, dtype, order)
         return _np.asarray(holder)
+
+
+# --- contexts for tests and per-context memoization (PyCUDA's tools names) --------------
+
+import functools as _functools
+import weakref as _weakref
+
+_memoized = _weakref.WeakSet()   # the per-context caches clear_context_caches() empties
+
+
+
+def _check_context(ctx):
+    dev = ctx.get_device()
+    assert isinstance(dev.name(), str)
+    assert isinstance(dev.compute_capability(), tuple)
+    assert isinstance(dev.get_attributes(), dict)
+
+
+def _test_context_done(ctx, pushed):
+    import gc
+
+    if pushed and _drv.Context.get_current() == ctx:
+        _drv.Context.pop()
+    clear_context_caches()
+    gc.collect()
+
+
+def _enter_test_context():
+    _drv.init()
+    before = _drv.Context.get_current()
+    ctx = make_default_context()
+    pushed = before != ctx
+    if not pushed:            # already current: push it once more, so the pop is ours
+        ctx.push()
+        pushed = True
+    _check_context(ctx)
+    return ctx, pushed
+
+
+def mark_cuda_test(inner_f):
+    """Decorate a test so that it runs with a default context pushed (PyCUDA's name).
+
+    The context is popped afterwards, the context-dependent caches are cleared and
+    garbage is collected, as in PyCUDA; the test carries pytest's ``cuda`` mark
+    when pytest is importable.
+    """
+    @_functools.wraps(inner_f)
+    def f(*args, **kwargs):
+        ctx, pushed = _enter_test_context()
+        try:
+            return inner_f(*args, **kwargs)
+        finally:
+            _test_context_done(ctx, pushed)
+
+    try:
+        import pytest
+    except ImportError:
+        return f
+    return pytest.mark.cuda(f)
+
+
+def init_cuda_context_fixture():
+    """Generator for a pytest fixture: a default context pushed around each test.
+
+    Use as ``yield from init_cuda_context_fixture()`` inside a fixture (PyCUDA's name).
+    """
+    ctx, pushed = _enter_test_context()
+    try:
+        yield
+    finally:
+        _test_context_done(ctx, pushed)
+
+
+def context_dependent_memoize(func):
+    """Cache `func`'s results per current context and arguments (PyCUDA's decorator).
+
+    The cache holds contexts weakly, so it never keeps one alive; a call with no
+    context current is not cached.  ``clear_context_caches()`` empties every such cache.
+    """
+    cache = _weakref.WeakKeyDictionary()
+
+    @_functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        ctx = _drv.Context.get_current()
+        if ctx is None:
+            return func(*args, **kwargs)
+        key = (args, frozenset(kwargs.items())) if kwargs else args
+        per_ctx = cache.get(ctx)
+        if per_ctx is None:
+            per_ctx = cache[ctx] = {}
+        try:
+            return per_ctx[key]
+        except KeyError:
+            value = per_ctx[key] = func(*args, **kwargs)
+            return value
+
+    wrapper.clear_cache = cache.clear
+    _memoized.add(wrapper)
+    return wrapper
+
+
+def clear_context_caches():
+    """Empty every cache of context_dependent_memoize and the current context's
+    cache of generated kernels (they are rebuilt from the disk cache on next use)."""
+    for wrapper in list(_memoized):
+        wrapper.clear_cache()
+    ctx = _drv.Context.get_current()
+    if ctx is not None:
+        ctx.kernel_cache.clear()
