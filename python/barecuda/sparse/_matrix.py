@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Host-side matrix input for barecuda.sparse: whatever the user passes (a SciPy
-sparse matrix or array, a dense 2-D NumPy array, or our own COO triples) becomes
+sparse matrix or array, a dense 2-D NumPy array, or a COOMatrix) becomes
 plain NumPy CSR or COO arrays of one value dtype.  SciPy is never imported here: a
 SciPy matrix is recognised by its ``tocsr``/``tocoo`` methods."""
 
@@ -31,8 +31,14 @@ def _cast_values(values, dtype, who):
     return np.ascontiguousarray(values, dtype=dtype)
 
 
-class COO:
-    """Coordinate triples (row, col, data) of a matrix of `shape` (host arrays)."""
+class COOMatrix:
+    """COOMatrix(row, col, data, shape): a host matrix as coordinate triples.
+
+    ``row``, ``col`` (integer arrays) and ``data`` (values) have one entry per
+    stored element, A[row[k], col[k]] += data[k] (repeated positions add up).
+    The SpMV classes accept it where they accept a SciPy matrix, so SciPy is not
+    needed; indices are checked against `shape` when a matrix is built from it.
+    """
 
     __slots__ = ("row", "col", "data", "shape")
 
@@ -85,7 +91,7 @@ def as_csr(mat, dtype, who):
         data = _cast_values(m.data, dtype, who)
         return (shape, np.asarray(m.indptr, dtype=np.int64),
                 np.asarray(m.indices, dtype=np.int32), data)
-    if isinstance(mat, COO):
+    if isinstance(mat, COOMatrix):
         coo = as_coo(mat, dtype, who)
         order = np.lexsort((coo.col, coo.row))
         counts = np.bincount(coo.row, minlength=coo.shape[0])
@@ -104,7 +110,7 @@ def as_csr(mat, dtype, who):
 
 def as_coo(mat, dtype, who):
     """A COO of `mat` with int32 indices (checked against the shape) and dtype values."""
-    if isinstance(mat, COO):
+    if isinstance(mat, COOMatrix):
         shape = _check_shape(mat.shape, who)
         row = np.asarray(mat.row)
         col = np.asarray(mat.col)
@@ -118,13 +124,13 @@ def as_coo(mat, dtype, who):
             if idx.size and (idx.min() < 0 or idx.max() >= bound):
                 raise ValueError(f"{who}: a {name} index lies outside the shape {shape}")
         _check_nnz(data.size, who)
-        return COO(row.astype(np.int32), col.astype(np.int32), data, shape)
+        return COOMatrix(row.astype(np.int32), col.astype(np.int32), data, shape)
     if hasattr(mat, "tocoo") and hasattr(mat, "shape"):
         m = mat.tocoo()
         shape = _check_shape(m.shape, who)
         _check_nnz(m.nnz, who)
-        return COO(np.asarray(m.row, dtype=np.int32), np.asarray(m.col, dtype=np.int32),
+        return COOMatrix(np.asarray(m.row, dtype=np.int32), np.asarray(m.col, dtype=np.int32),
                    _cast_values(m.data, dtype, who), shape)
     shape, indptr, indices, data = as_csr(mat, dtype, who)
     rows = np.repeat(np.arange(shape[0], dtype=np.int32), np.diff(indptr))
-    return COO(rows, indices, data, shape)
+    return COOMatrix(rows, indices, data, shape)

@@ -22,7 +22,7 @@ __all__ = ["CoordinateSpMV"]
 
 class CoordinateSpMV:
     """CoordinateSpMV(mat, dtype): A (a SciPy sparse matrix, a dense 2-D NumPy
-    array or COO triples) in device memory as sorted coordinate triples.
+    array or a COOMatrix) in device memory as sorted coordinate triples.
 
     `dtype` is float32 or float64; A's values are converted to it.  Attributes as
     PyCUDA: ``shape``, ``dtype``, ``index_dtype`` (int32), ``nnz``, ``block_size``,

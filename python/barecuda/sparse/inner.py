@@ -27,7 +27,7 @@ class AsyncInnerProduct:
     """AsyncInnerProduct(a, b, pagelocked_allocator=None): dot(a, b) queued now.
 
     ``gpu_result`` is the 0-d GPUArray of the product.  `pagelocked_allocator`
-    is called as ``allocator(shape, dtype)`` for the host copy (default
+    is called as ``allocator((1,), dtype)`` for the host copy (default
     ``driver.pagelocked_empty``; a ``tools.PageLockedMemoryPool().allocate`` fits).
     """
 
@@ -51,7 +51,7 @@ class AsyncInnerProduct:
                 self.gpu_finished = True
                 self.copy_stream = get_stream()
                 res = self.gpu_result
-                self.host_dest = self.pagelocked_allocator(res.shape, res.dtype)
+                self.host_dest = self.pagelocked_allocator((1,), res.dtype)
                 drv.memcpy_dtoh_async(self.host_dest, res.gpudata, self.copy_stream)
                 self.copy_finished_evt = drv.Event()
                 self.copy_finished_evt.record(self.copy_stream)
@@ -59,7 +59,7 @@ class AsyncInnerProduct:
         if self.copy_finished_evt.query():
             STREAM_POOL.append(self.copy_stream)
             self.copy_stream = None
-            self._value = self.host_dest[()]
+            self._value = self.host_dest[0]
             return self._value
         return None
 

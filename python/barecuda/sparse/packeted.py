@@ -20,7 +20,7 @@ import numpy as np
 from barecuda import driver as _drv
 from barecuda import gpuarray
 from barecuda.sparse import _kernels
-from barecuda.sparse._matrix import COO, as_csr, value_dtype
+from barecuda.sparse._matrix import COOMatrix, as_csr, value_dtype
 from barecuda.sparse.coordinate import CoordinateSpMV
 from barecuda.sparse.partition import partition_rows
 from barecuda.sparse.pkt_build import MAX_PACKET_ROWS, build_packets
@@ -44,7 +44,7 @@ class PacketedSpMV:
     threads_per_packet=None, partitioner="auto")
 
     The square matrix `mat` (a SciPy sparse matrix, a dense 2-D NumPy array, or
-    COO triples) in device memory, split into packets of rows.  `is_symmetric`
+    a COOMatrix) in device memory, split into packets of rows.  `is_symmetric`
     says the sparsity pattern is symmetric already (the partitioner then skips
     symmetrizing it); `dtype` is float32 or float64.
 
@@ -184,6 +184,6 @@ class PacketedSpMV:
         local = labels[rows] == labels[indices]
         costs = np.bincount(rows[local], minlength=labels.size)
         far = ~local
-        rem = COO(o2n[rows[far]].astype(np.int32), o2n[indices[far]].astype(np.int32),
+        rem = COOMatrix(o2n[rows[far]].astype(np.int32), o2n[indices[far]].astype(np.int32),
                   np.asarray(csr_mat.data, dtype=self.dtype)[far], self.shape)
         return costs, rem

@@ -15,7 +15,7 @@ the coordinate kernel.
 
 import numpy as np
 
-from barecuda.sparse._matrix import COO, INDEX_LIMIT
+from barecuda.sparse._matrix import COOMatrix, INDEX_LIMIT
 from barecuda.sparse.partition import split_oversized
 
 __all__ = ["PacketLayout", "build_packets"]
@@ -97,7 +97,7 @@ def build_packets(indptr, indices, data, labels, threads_per_packet, max_packet_
     far = ~local
     rr, rc, rv = old2new[rows[far]], old2new[indices[far]], data[far]
     order = np.lexsort((rc, rr))
-    lay.remaining = COO(rr[order].astype(np.int32), rc[order].astype(np.int32),
+    lay.remaining = COOMatrix(rr[order].astype(np.int32), rc[order].astype(np.int32),
                         np.ascontiguousarray(rv[order]), (n, n))
 
     lr, lc, lv = rows[local], indices[local], data[local]
