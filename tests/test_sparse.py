@@ -94,7 +94,8 @@ def test_bfs_recovers_locality_of_a_permuted_band(rng):
 def test_partition_rows_callable_and_errors(rng):
     a = random_dense(rng, 30, 30, 0.1)
     indptr, indices, _ = csr_of(a)
-    labels = partition.partition_rows(indptr, indices, 30, 4, method=lambda p, i, n, r: np.arange(n) % 3)
+    labels = partition.partition_rows(indptr, indices, 30, 4,
+                                      method=lambda p, i, n, r: np.arange(n) % 3)
     assert np.bincount(labels).max() <= 4
     with pytest.raises(ValueError, match="unknown partition method"):
         partition.partition_rows(indptr, indices, 30, 4, method="spectral")
