@@ -33,6 +33,7 @@ SUCCESS = {
     "interop_cupy_torch.py": ("OK: barecuda kernel ran", "SKIPPED: neither"),
     "multi_gpu_peer.py": ("OK: data crossed", "SKIPPED: this example needs two GPUs"),
     "texture_resample.py": "rotated a 320x240 image",
+    "sparse_cg.py": "OK: solved a",
 }
 
 

@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: MIT
+"""Inner products read back without stalling the GPU, as ``pycuda.sparse.inner``.
+
+``AsyncInnerProduct(a, b, allocator)`` queues dot(a, b) and an event behind it;
+``get_host_result()`` is polled: once the event has passed it starts a copy of the
+result into page-locked host memory on a side stream, and once that copy is done it
+returns the value (None until then).  The host can thus keep queuing iterations of
+a solver while earlier inner products come back.
+"""
+
+import atexit
+
+from barecuda import driver as drv
+from barecuda import gpuarray
+
+__all__ = ["AsyncInnerProduct", "get_stream", "STREAM_POOL"]
+
+STREAM_POOL = []     # side streams of finished copies, reused by later ones
+
+
+def get_stream():
+    """A stream from STREAM_POOL, or a new one when the pool is empty."""
+    return STREAM_POOL.pop() if STREAM_POOL else drv.Stream()
+
+
+class AsyncInnerProduct:
+    """AsyncInnerProduct(a, b, pagelocked_allocator=None): dot(a, b) queued now.
+
+    ``gpu_result`` is the 0-d GPUArray of the product.  `pagelocked_allocator`
+    is called as ``allocator((1,), dtype)`` for the host copy (default
+    ``driver.pagelocked_empty``; a ``tools.PageLockedMemoryPool().allocate`` fits).
+    """
+
+    def __init__(self, a, b, pagelocked_allocator=None):
+        self.gpu_result = gpuarray.dot(a, b)
+        self.gpu_finished_evt = drv.Event()
+        self.gpu_finished_evt.record()
+        self.gpu_finished = False
+        self.pagelocked_allocator = pagelocked_allocator or drv.pagelocked_empty
+        self.copy_stream = None
+        self.host_dest = None
+        self._value = None
+
+    def get_host_result(self):
+        """The product as a NumPy scalar once it has reached the host, else None
+        (call again later; each call only polls events, never waits)."""
+        if self._value is not None:
+            return self._value
+        if not self.gpu_finished:
+            if self.gpu_finished_evt.query():
+                self.gpu_finished = True
+                self.copy_stream = get_stream()
+                res = self.gpu_result
+                self.host_dest = self.pagelocked_allocator((1,), res.dtype)
+                drv.memcpy_dtoh_async(self.host_dest, res.gpudata, self.copy_stream)
+                self.copy_finished_evt = drv.Event()
+                self.copy_finished_evt.record(self.copy_stream)
+            return None
+        if self.copy_finished_evt.query():
+            STREAM_POOL.append(self.copy_stream)
+            self.copy_stream = None
+            self._value = self.host_dest[0]
+            return self._value
+        return None
+
+    def wait(self):
+        """The product, waiting for it (used when a solver must decide now)."""
+        while True:
+            value = self.get_host_result()
+            if value is not None:
+                return value
+            if not self.gpu_finished:
+                self.gpu_finished_evt.synchronize()
+            else:
+                self.copy_finished_evt.synchronize()
+
+
+def _at_exit():
+    STREAM_POOL[:] = []
+
+
+atexit.register(_at_exit)
