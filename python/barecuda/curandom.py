@@ -251,16 +251,27 @@ def _generator_source(cls):
     return render("curand_generators.cu", config="\n".join(lines))
 
 
-def _kernel_names(cls):
-    names = [n for n in _FORMATS
-             if (cls.has_box_muller or not n.endswith("2"))
-             and (cls.generator_bits == 64 or n != "uniform_long")]
-    names += ["prepare", "skip_ahead", "skip_ahead_array"]
-    if cls._config["init"] == 1:
-        names += ["skip_ahead_sequence", "skip_ahead_sequence_array"]
+def _kernel_formats(cls):
+    """{kernel name: prepare() format} of generator class `cls`."""
+    init, skip = cls._config["init"], "I" if cls._config["skip_t"] == "unsigned int" else "Q"
+    out = {n: f for n, f in _FORMATS.items()
+           if (cls.has_box_muller or not n.endswith("2"))
+           and (cls.generator_bits == 64 or n != "uniform_long")}
+    out["prepare"] = {1: "PQPQ", 2: "PQP" + skip, 3: "PQPP" + skip}[init]
+    kinds = ["skip_ahead"]
+    if init == 1:
+        kinds.append("skip_ahead_sequence")
     if cls._config.get("subsequence"):
-        names += ["skip_ahead_subsequence", "skip_ahead_subsequence_array"]
-    return names
+        kinds.append("skip_ahead_subsequence")
+    for k in kinds:
+        out[k] = "PQ" + skip
+        out[k + "_array"] = "PQP"
+    return out
+
+
+def _kernel_names(cls):
+    """The kernels of generator class `cls`."""
+    return list(_kernel_formats(cls))
 
 
 def _load_kernels(cls):
@@ -274,17 +285,10 @@ def _load_kernels(cls):
     if ent is None:
         mod = SourceModule(_generator_source(cls), no_extern_c=True,
                            include_dirs=_find_curand_headers())
-        skip = "I" if cls._config["skip_t"] == "unsigned int" else "Q"
-        init_fmt = {1: "PQPQ", 2: "PQP" + skip, 3: "PQPP" + skip}[cls._config["init"]]
         funcs = {}
-        for name in _kernel_names(cls):
+        for name, fmt in _kernel_formats(cls).items():
             f = mod.get_function(name)
-            if name == "prepare":
-                f.prepare(init_fmt)
-            elif name.startswith("skip_ahead"):
-                f.prepare("PQP" if name.endswith("_array") else "PQ" + skip)
-            else:
-                f.prepare(_FORMATS[name])
+            f.prepare(fmt)
             funcs[name] = f
         state_size = mod.get_global("bc_state_probe")[1]
         per_block = min(f.max_threads_per_block for f in funcs.values())
