@@ -172,29 +172,28 @@ bc_loader_load_driver(bc_State *st)
     return 0;
 }
 
-/* ------------------------------------------------------------------ NVRTC */
-
-static const char *const nvrtc_sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+/* ---------------------------------------------------- toolkit libraries */
 
 static void *
-try_nvrtc(const char *path, int flags)
+try_library(const char *path, const char *probe, int flags)
 {
     void *h = dlopen(path, flags);
-    if (h != NULL && dlsym(h, "nvrtcCompileProgram") == NULL) {
+    if (h != NULL && dlsym(h, probe) == NULL) {
         dlclose(h);
         return NULL;
     }
     return h;
 }
 
-/* Try dir/<soname> for each known soname; records the tries in `searched`. */
+/* Try dir/<soname> for each of the spec's sonames; records the tries in `searched`. */
 static void *
-try_nvrtc_dir(const char *dir, const char *sub, char *searched, size_t cap)
+try_library_dir(const bc_libspec *spec, const char *dir, const char *sub, char *searched,
+                size_t cap)
 {
     char path[4096];
-    for (size_t i = 0; i < BC_COUNT(nvrtc_sonames); i++) {
-        snprintf(path, sizeof path, "%s%s/%s", dir, sub, nvrtc_sonames[i]);
-        void *h = try_nvrtc(path, RTLD_NOW | RTLD_LOCAL);
+    for (const char *const *so = spec->sonames; *so; so++) {
+        snprintf(path, sizeof path, "%s%s/%s", dir, sub, *so);
+        void *h = try_library(path, spec->probe, RTLD_NOW | RTLD_LOCAL);
         if (h)
             return h;
     }
@@ -202,10 +201,9 @@ try_nvrtc_dir(const char *dir, const char *sub, char *searched, size_t cap)
     return NULL;
 }
 
-/* NVIDIA's pip wheels: <entry>/nvidia/cu13/lib and <entry>/nvidia/cuda_nvrtc/lib
- * for every sys.path entry. */
+/* NVIDIA's pip wheels: <entry><wheel dir> for every sys.path entry holding nvidia/. */
 static void *
-try_nvrtc_wheels(char *searched, size_t cap)
+try_library_wheels(const bc_libspec *spec, char *searched, size_t cap)
 {
     PyObject *path = PySys_GetObject("path"); /* borrowed */
     if (path == NULL || !PyList_Check(path))
@@ -223,14 +221,73 @@ try_nvrtc_wheels(char *searched, size_t cap)
         snprintf(probe, sizeof probe, "%s/nvidia", dir);
         if (access(probe, F_OK) != 0)
             continue;
-        void *h = try_nvrtc_dir(dir, "/nvidia/cu13/lib", searched, cap);
-        if (h == NULL)
-            h = try_nvrtc_dir(dir, "/nvidia/cuda_nvrtc/lib", searched, cap);
-        if (h)
-            return h;
+        for (const char *const *sub = spec->wheel_dirs; *sub; sub++) {
+            void *h = try_library_dir(spec, dir, *sub, searched, cap);
+            if (h)
+                return h;
+        }
     }
     return NULL;
 }
+
+void *
+bc_loader_find_library(const bc_libspec *spec, char *failure, size_t cap)
+{
+    char searched[6144] = "";
+    void *h = NULL;
+    const char *override = getenv(spec->env);
+    if (override && override[0]) {
+        h = try_library(override, spec->probe, RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL) {
+            const char *why = dlerror();
+            snprintf(failure, cap, "%s=%s could not be loaded as %s (%s)", spec->env, override,
+                     spec->what, why ? why : "a needed symbol is missing");
+        }
+        return h;
+    }
+    for (const char *const *so = spec->sonames; h == NULL && *so; so++)
+        h = try_library(*so, spec->probe, RTLD_NOW | RTLD_NOLOAD);
+    if (h == NULL) {
+        append(searched, sizeof searched, "\n  a %s already loaded in the process", spec->what);
+        h = try_library_wheels(spec, searched, sizeof searched);
+    }
+    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
+    for (size_t i = 0; h == NULL && i < BC_COUNT(envs); i++) {
+        const char *root = getenv(envs[i]);
+        if (root && root[0]) {
+            h = try_library_dir(spec, root, "/lib64", searched, sizeof searched);
+            if (h == NULL)
+                h = try_library_dir(spec, root, "/lib", searched, sizeof searched);
+        }
+    }
+    if (h == NULL)
+        h = try_library_dir(spec, "/usr/local/cuda", "/lib64", searched, sizeof searched);
+    for (const char *const *so = spec->sonames; h == NULL && *so; so++)
+        h = try_library(*so, spec->probe, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        char names[256] = "";
+        for (const char *const *so = spec->sonames; *so; so++)
+            append(names, sizeof names, "%s%s", so == spec->sonames ? "" : ", ", *so);
+        append(searched, sizeof searched, "\n  the system loader (%s)", names);
+        snprintf(failure, cap, "%s (%s) was not found; searched:%s\n%s, or set %s to the "
+                 "library's path", spec->what, names, searched, spec->hint, spec->env);
+    }
+    return h;
+}
+
+/* ------------------------------------------------------------------ NVRTC */
+
+static const char *const nvrtc_sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", NULL};
+static const char *const nvrtc_wheel_dirs[] = {"/nvidia/cu13/lib", "/nvidia/cuda_nvrtc/lib",
+                                               NULL};
+static const bc_libspec nvrtc_spec = {
+    .what = "NVRTC",
+    .sonames = nvrtc_sonames,
+    .probe = "nvrtcCompileProgram",
+    .wheel_dirs = nvrtc_wheel_dirs,
+    .env = "BARECUDA_NVRTC",
+    .hint = "Install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`",
+};
 
 int
 bc_loader_load_nvrtc(bc_State *st)
@@ -241,46 +298,8 @@ bc_loader_load_nvrtc(bc_State *st)
         PyErr_SetString(st->Error, nvrtc_failure);
         return -1;
     }
-    char searched[6144] = "";
-    void *h = NULL;
-    const char *override = getenv("BARECUDA_NVRTC");
-    if (override && override[0]) {
-        h = try_nvrtc(override, RTLD_NOW | RTLD_LOCAL);
-        if (h == NULL) {
-            const char *why = dlerror();
-            snprintf(nvrtc_failure, sizeof nvrtc_failure,
-                     "BARECUDA_NVRTC=%s could not be loaded as NVRTC (%s)", override,
-                     why ? why : "it lacks nvrtcCompileProgram");
-            PyErr_SetString(st->Error, nvrtc_failure);
-            return -1;
-        }
-    }
-    for (size_t i = 0; h == NULL && i < BC_COUNT(nvrtc_sonames); i++)
-        h = try_nvrtc(nvrtc_sonames[i], RTLD_NOW | RTLD_NOLOAD);
+    void *h = bc_loader_find_library(&nvrtc_spec, nvrtc_failure, sizeof nvrtc_failure);
     if (h == NULL) {
-        append(searched, sizeof searched, "\n  an NVRTC already loaded in the process");
-        h = try_nvrtc_wheels(searched, sizeof searched);
-    }
-    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
-    for (size_t i = 0; h == NULL && i < BC_COUNT(envs); i++) {
-        const char *root = getenv(envs[i]);
-        if (root && root[0]) {
-            h = try_nvrtc_dir(root, "/lib64", searched, sizeof searched);
-            if (h == NULL)
-                h = try_nvrtc_dir(root, "/lib", searched, sizeof searched);
-        }
-    }
-    if (h == NULL)
-        h = try_nvrtc_dir("/usr/local/cuda", "/lib64", searched, sizeof searched);
-    for (size_t i = 0; h == NULL && i < BC_COUNT(nvrtc_sonames); i++)
-        h = try_nvrtc(nvrtc_sonames[i], RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        append(searched, sizeof searched, "\n  the system loader (libnvrtc.so.13, libnvrtc.so.12)");
-        snprintf(nvrtc_failure, sizeof nvrtc_failure,
-                 "NVRTC (libnvrtc.so.13 or .12) was not found; searched:%s\n"
-                 "Install the CUDA toolkit, `pip install nvidia-cuda-nvrtc`, or set "
-                 "BARECUDA_NVRTC to the library's path",
-                 searched);
         PyErr_SetString(st->Error, nvrtc_failure);
         return -1;
     }

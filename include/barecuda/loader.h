@@ -102,6 +102,21 @@ int bc_loader_load_driver(bc_State *st);
 /* Load libnvrtc if not done yet; 0 or -1 with Error set. */
 int bc_loader_load_nvrtc(bc_State *st);
 
+/* A CUDA toolkit library found at run time (NVRTC, libcurand). */
+typedef struct {
+    const char *what;              /* "NVRTC", for messages */
+    const char *const *sonames;    /* NULL-terminated, preferred first */
+    const char *probe;             /* a symbol the library must export */
+    const char *const *wheel_dirs; /* "/nvidia/cu13/lib", ... under sys.path entries */
+    const char *env;               /* variable naming the file to load instead */
+    const char *hint;              /* how to install it, for the failure message */
+} bc_libspec;
+
+/* dlopen the library: $env if set, else one already loaded, NVIDIA's pip wheels,
+ * $CUDA_HOME and $CUDA_PATH (lib64, lib), /usr/local/cuda/lib64, the system loader.
+ * Returns the handle, or NULL with `failure` saying everything searched. */
+void *bc_loader_find_library(const bc_libspec *spec, char *failure, size_t cap);
+
 #define BC_REQUIRE_DRIVER(st, fail)                                            \
     do {                                                                       \
         if ((!bc_drv_ready || bc_forked_child) && bc_loader_load_driver(st) < 0) \

@@ -67,6 +67,7 @@ int bc_stream_setup(PyObject *m, bc_State *st);
 int bc_event_setup(PyObject *m, bc_State *st);
 int bc_memory_setup(PyObject *m, bc_State *st);
 int bc_hostmem_setup(PyObject *m, bc_State *st);
+int bc_curand_setup(PyObject *m, bc_State *st);
 int bc_memcpy_setup(PyObject *m, bc_State *st);
 int bc_cumodule_setup(PyObject *m, bc_State *st);
 int bc_function_setup(PyObject *m, bc_State *st);

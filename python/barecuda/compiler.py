@@ -112,6 +112,17 @@ def _toolkit_include():
     return _once["toolkit"]
 
 
+def _toolkit_include_dirs():
+    """The toolkit include directory and, where the toolkit keeps CCCL apart
+    (CUDA 13: include/cccl, as nvcc adds it), that one too: <cuda/std/...>, which
+    curand_kernel.h includes under NVRTC, lives there."""
+    toolkit = _toolkit_include()
+    if toolkit is None:
+        return []
+    cccl = os.path.join(toolkit, "cccl")
+    return [toolkit, cccl] if os.path.isdir(os.path.join(cccl, "cuda", "std")) else [toolkit]
+
+
 def _nvrtc_identity():
     """A string naming the NVRTC library file that is (or would be) loaded:
     its real path, size and mtime.  Predicted without loading NVRTC where the
@@ -600,10 +611,9 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     arch_key = arch_str or f"auto-{device_cc}-{target}"
 
     user_dirs = include_dirs + opt_incs
-    toolkit = _toolkit_include()
     if backend == "nvrtc":
         rest = opts + [f"--include-path={d}" for d in include_dirs + [INCLUDE_DIR]
-                       + ([toolkit] if toolkit else [])]
+                       + _toolkit_include_dirs()]
         compiler_id = _nvrtc_identity()
     else:
         rest = opts + [f"-I{d}" for d in include_dirs + [INCLUDE_DIR]]
