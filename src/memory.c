@@ -296,6 +296,7 @@ allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
     self->kind = kind;
     self->freed = 0;
     self->cached = 0;
+    self->exports = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -424,6 +425,11 @@ allocation_free(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
         return NULL;
     if (self->freed)
         Py_RETURN_NONE;
+    if (self->exports > 0) {
+        PyErr_Format(PyExc_BufferError, "%s.free(): a host view of it (as_buffer or "
+                     "memoryview) is still in use", short_name((PyObject *)self));
+        return NULL;
+    }
     int sync = 0;
     CUstream s = NULL;
     if (self->kind == BC_ALLOC_ASYNC) {
@@ -490,8 +496,33 @@ allocation_get_is_async(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
     return PyBool_FromLong(self->kind == BC_ALLOC_ASYNC);
 }
 
+PyDoc_STRVAR(as_buffer_doc,
+"as_buffer(size, offset=0)\n--\n\n"
+"A writable memoryview of `size` bytes from `offset` on, for the CPU (as PyCUDA).\n"
+"Only memory the CPU can read directly (managed memory) can be viewed: plain\n"
+"device memory raises driver.LogicError (copy it with memcpy_dtoh instead).\n"
+"ValueError past the end; free() raises BufferError while the view lives.");
+
+static PyObject *
+allocation_as_buffer(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    static char *kwlist[] = {"size", "offset", NULL};
+    PyObject *size, *offset = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:as_buffer", kwlist, &size, &offset) ||
+        allocation_usable(st, self) < 0)
+        return NULL;
+    int entered = bc_context_enter(self->ctx);
+    PyObject *out = bc_host_view(st, (PyObject *)self, &self->exports, self->ptr, self->size,
+                                 size, offset, "as_buffer");
+    bc_context_leave(entered);
+    return out;
+}
+
 static PyMethodDef allocation_methods[] = {
     {"free", (PyCFunction)(void (*)(void))allocation_free, METH_VARARGS | METH_KEYWORDS, free_doc},
+    {"as_buffer", (PyCFunction)(void (*)(void))allocation_as_buffer, METH_VARARGS | METH_KEYWORDS,
+     as_buffer_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1076,8 +1107,17 @@ managed_getbuffer(bc_DeviceAllocation *self, Py_buffer *view, int flags)
 {
     if (allocation_usable(bc_state_of((PyObject *)self), self) < 0)
         return -1;
-    return PyBuffer_FillInfo(view, (PyObject *)self, (void *)(uintptr_t)self->ptr,
-                             (Py_ssize_t)self->size, 0, flags);
+    if (PyBuffer_FillInfo(view, (PyObject *)self, (void *)(uintptr_t)self->ptr,
+                          (Py_ssize_t)self->size, 0, flags) < 0)
+        return -1;
+    self->exports++;
+    return 0;
+}
+
+static void
+managed_releasebuffer(bc_DeviceAllocation *self, Py_buffer *Py_UNUSED(view))
+{
+    self->exports--;
 }
 
 PyDoc_STRVAR(managed_get_device_pointer_doc,
@@ -1127,6 +1167,8 @@ static PyMethodDef managed_methods[] = {
      managed_get_device_pointer_doc},
     {"attach", (PyCFunction)(void (*)(void))managed_attach, METH_VARARGS | METH_KEYWORDS,
      attach_doc},
+    {"as_buffer", (PyCFunction)(void (*)(void))allocation_as_buffer, METH_VARARGS | METH_KEYWORDS,
+     as_buffer_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1142,6 +1184,7 @@ static PyType_Slot managed_slots[] = {
     {Py_nb_int, allocation_int},
     {Py_nb_index, allocation_int},
     {Py_bf_getbuffer, managed_getbuffer},
+    {Py_bf_releasebuffer, managed_releasebuffer},
     {Py_tp_methods, managed_methods},
     {Py_tp_getset, allocation_getset},
     {Py_tp_members, allocation_members},
