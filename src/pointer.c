@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Plain addresses: what range of an allocation an address falls in
- * (mem_get_address_range), and host views of memory the CPU can read
+/* Plain addresses: what the driver knows of one (pointer_get_attributes), what
+ * range of an allocation it falls in (mem_get_address_range), and host views of memory the CPU can read
  * (as_buffer on allocations and on driver.PointerHolderBase).
  *
  * A host view is a memoryview over a small exporter object (_HostView) that holds
@@ -151,6 +151,64 @@ bc_host_view(bc_State *st, PyObject *owner, Py_ssize_t *exports, CUdeviceptr ptr
     return out;
 }
 
+/* ---------------------------------------------------- pointer attributes */
+
+PyDoc_STRVAR(pointer_get_attributes_doc,
+"pointer_get_attributes(ptr)\n--\n\n"
+"What the driver knows about a pointer (cuPointerGetAttributes), as a dict:\n"
+"memory_type (a memorytype value, None for memory unknown to CUDA),\n"
+"device_ordinal, context (a Context or None), is_managed, mapped,\n"
+"device_pointer, host_pointer, range_start, range_size, buffer_id.\n"
+"`ptr` is device memory (anything a copy takes) or a host buffer.");
+
+static PyObject *
+bc_pointer_get_attributes(PyObject *m, PyObject *arg)
+{
+    bc_State *st = bc_state_from_module(m);
+    CUdeviceptr ptr;
+    size_t known;
+    if (bc_memory_span(st, arg, &ptr, &known) < 0 || bc_context_require(st) < 0)
+        return NULL;
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_CONTEXT,         CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_MAPPED,          CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+        CU_POINTER_ATTRIBUTE_HOST_POINTER,    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,      CU_POINTER_ATTRIBUTE_BUFFER_ID,
+    };
+    enum { N = sizeof attrs / sizeof attrs[0] };
+    unsigned long long slots[N];
+    void *data[N];
+    memset(slots, 0, sizeof slots);
+    for (int i = 0; i < N; i++)
+        data[i] = &slots[i];
+    slots[1] = (unsigned long long)-1; /* device ordinal: -1 unless written */
+    if (bc_check(st, bc_drv.cuPointerGetAttributes(N, attrs, data, ptr), "cuPointerGetAttributes") < 0)
+        return NULL;
+    unsigned int memtype;
+    int ordinal;
+    CUcontext cctx;
+    memcpy(&memtype, &slots[0], sizeof memtype);
+    memcpy(&ordinal, &slots[1], sizeof ordinal);
+    memcpy(&cctx, &slots[2], sizeof cctx);
+    PyObject *ctx = NULL;
+    if (cctx != NULL) {
+        ctx = (PyObject *)bc_context_wrap(st, cctx);
+        if (ctx == NULL)
+            return NULL;
+    }
+    else
+        ctx = Py_NewRef(Py_None);
+    PyObject *mt = memtype ? PyLong_FromUnsignedLong(memtype) : Py_NewRef(Py_None);
+    PyObject *ord = (memtype && ordinal >= 0) ? PyLong_FromLong(ordinal) : Py_NewRef(Py_None);
+    PyObject *out = Py_BuildValue(
+        "{sNsNsNsNsNsKsKsKsKsK}", "memory_type", mt, "device_ordinal", ord, "context", ctx,
+        "is_managed", PyBool_FromLong(slots[3] != 0), "mapped", PyBool_FromLong(slots[4] != 0),
+        "device_pointer", slots[5], "host_pointer", slots[6], "range_start", slots[7],
+        "range_size", slots[8], "buffer_id", slots[9]);
+    return out;
+}
+
 /* ------------------------------------------------------------ functions */
 
 PyDoc_STRVAR(host_buffer_doc,
@@ -197,6 +255,7 @@ bc_mem_get_address_range(PyObject *m, PyObject *arg)
 static PyMethodDef pointer_functions[] = {
     {"_host_buffer", (PyCFunction)(void (*)(void))bc_host_buffer, METH_FASTCALL, host_buffer_doc},
     {"mem_get_address_range", bc_mem_get_address_range, METH_O, mem_get_address_range_doc},
+    {"pointer_get_attributes", bc_pointer_get_attributes, METH_O, pointer_get_attributes_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -76,6 +76,10 @@ PyObject *bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size
  * (borrowed), else NULL without an exception. */
 bc_Context *bc_pointer_context(bc_State *st, PyObject *obj);
 
+/* Address and size of the memory named by a host buffer (a managed array) or by
+ * anything bc_pointer_convert takes.  0, or -1 with an exception set. */
+int bc_memory_span(bc_State *st, PyObject *obj, CUdeviceptr *ptr, size_t *size);
+
 /* A writable memoryview of `size` bytes at ptr + `offset` (offset may be NULL: 0)
  * for the CPU, keeping `owner` alive and counting itself in *exports (may be NULL)
  * while it lives.  `known` bounds the memory (SIZE_MAX: ask the driver).
