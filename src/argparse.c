@@ -4,6 +4,7 @@
 #include "barecuda/argparse.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static int
 require_int(PyObject *arg, const char *what)
@@ -76,4 +77,39 @@ bc_arg_flags(PyObject *arg, const char *what, unsigned int allowed, unsigned int
     }
     *out = (unsigned int)v;
     return 0;
+}
+
+/* 1 when a buffer-protocol format string has the object code 'O' (field names,
+ * written between colons, are skipped). */
+static int
+format_has_objects(const char *f)
+{
+    for (; *f; f++) {
+        if (*f == ':') {
+            const char *end = strchr(f + 1, ':');
+            if (end == NULL)
+                return 0;
+            f = end;
+        } else if (*f == 'O')
+            return 1;
+    }
+    return 0;
+}
+
+int
+bc_arg_plain_host(PyObject *obj, const Py_buffer *view, const char *fn, const char *what)
+{
+    const char *dtype = NULL;
+    if (PyArray_Check(obj)) {
+        if (PyDataType_REFCHK(PyArray_DESCR((PyArrayObject *)obj)))
+            dtype = "an array of Python objects";
+    } else if (view != NULL && view->format != NULL && format_has_objects(view->format))
+        dtype = "a buffer of Python objects";
+    if (dtype == NULL)
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "%s(): %s is %s (%.100s); only plain data (numbers, structs of numbers) can "
+                 "be copied to or from the GPU",
+                 fn, what, dtype, Py_TYPE(obj)->tp_name);
+    return -1;
 }

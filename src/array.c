@@ -668,10 +668,14 @@ array_set(bc_Array *self, PyObject *args, PyObject *kwargs)
             return NULL;
         }
         Py_buffer view;
-        if (PyObject_GetBuffer(src, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        if (PyObject_GetBuffer(src, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError,
                             "Array.set(): the host buffer must be C-contiguous");
+            return NULL;
+        }
+        if (bc_arg_plain_host(src, &view, "Array.set", "the host buffer") < 0) {
+            PyBuffer_Release(&view);
             return NULL;
         }
         if ((size_t)view.len != g.total) {
@@ -748,9 +752,14 @@ array_get(bc_Array *self, PyObject *args, PyObject *kwargs)
     if (result == NULL)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(result, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+    if (PyObject_GetBuffer(result, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
         PyErr_SetString(PyExc_ValueError, "Array.get(): out must be a writable C-contiguous buffer");
+        Py_DECREF(result);
+        return NULL;
+    }
+    if (bc_arg_plain_host(result, &view, "Array.get", "out") < 0) {
+        PyBuffer_Release(&view);
         Py_DECREF(result);
         return NULL;
     }
@@ -963,12 +972,16 @@ host_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int to_arr
     if (linear_copy_args(st, ary, args[to_array ? 1 : 2], what, &a, &offset, &total) < 0)
         return NULL;
     Py_buffer view;
-    int flags = PyBUF_ANY_CONTIGUOUS | (to_array ? 0 : PyBUF_WRITABLE);
+    int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (to_array ? 0 : PyBUF_WRITABLE);
     if (PyObject_GetBuffer(host, &view, flags) < 0) {
         snprintf(what, sizeof what, "%s(): %s", name,
                  to_array ? "src must be a contiguous host buffer"
                           : "dest must be a writable contiguous host buffer");
         return buffer_error(what, host);
+    }
+    if (bc_arg_plain_host(host, &view, name, to_array ? "src" : "dest") < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
     }
     if (offset > total || (size_t)view.len > total - offset) {
         PyErr_Format(PyExc_ValueError,
@@ -1012,9 +1025,150 @@ bc_memcpy_atoh(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     return host_array_copy(m, args, nargs, 0);
 }
 
+/* ------------------------------------------ memcpy_dtoa / atod / atoa */
+
+/* `len` bytes at byte `index` of Array `ary` must lie inside it. */
+static int
+array_span(bc_State *st, PyObject *ary, PyObject *index, size_t len, const char *fn,
+           const char *side, bc_Array **a, size_t *offset)
+{
+    char what[96];
+    size_t total;
+    snprintf(what, sizeof what, "%s(): %s", fn, side);
+    if (linear_copy_args(st, ary, index, what, a, offset, &total) < 0)
+        return -1;
+    if (*offset > total || len > total - *offset) {
+        PyErr_Format(PyExc_ValueError, "%s(): %zu bytes at offset %zu run past the %s array's "
+                     "%zu bytes", fn, len, *offset, side[0] == 'd' ? "destination" : "source",
+                     total);
+        return -1;
+    }
+    return 0;
+}
+
+/* `len` bytes of device memory `obj` must fit in what is known of it. */
+static int
+device_span(bc_State *st, PyObject *obj, size_t len, const char *fn, const char *what,
+            CUdeviceptr *ptr)
+{
+    size_t known;
+    if (bc_pointer_convert(st, obj, ptr, &known) < 0)
+        return -1;
+    if (len > known) {
+        PyErr_Format(PyExc_ValueError, "%s(): copying %zu bytes, but the %s has only %zu bytes",
+                     fn, len, what, known);
+        return -1;
+    }
+    return 0;
+}
+
+enum { DTOA, ATOD, ATOA };
+
+static const char *const array_copy_names[] = {"memcpy_dtoa", "memcpy_atod", "memcpy_atoa"};
+static const char *const array_copy_routines[] = {"cuMemcpyDtoA", "cuMemcpyAtoD",
+                                                  "cuMemcpyAtoA"};
+
+/* memcpy_dtoa(ary, index, src, len), memcpy_atod(dest, ary, index, len) and
+ * memcpy_atoa(dest, dest_index, src, src_index, len): synchronous copies run in
+ * the context of the (destination) Array. */
+static PyObject *
+device_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int kind)
+{
+    bc_State *st = bc_state_from_module(m);
+    const char *fn = array_copy_names[kind];
+    Py_ssize_t want = kind == ATOA ? 5 : 4;
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", fn, want, nargs);
+        return NULL;
+    }
+    size_t len;
+    char what[64];
+    snprintf(what, sizeof what, "%s(): len", fn);
+    if (bc_arg_size(args[want - 1], what, &len) < 0)
+        return NULL;
+    bc_Array *a = NULL, *b = NULL;
+    size_t off_a = 0, off_b = 0;
+    CUdeviceptr dev = 0;
+    int bad;
+    switch (kind) {
+    case DTOA:
+        bad = array_span(st, args[0], args[1], len, fn, "destination", &a, &off_a) < 0 ||
+              device_span(st, args[2], len, fn, "source device memory", &dev) < 0;
+        break;
+    case ATOD:
+        bad = device_span(st, args[0], len, fn, "destination device memory", &dev) < 0 ||
+              array_span(st, args[1], args[2], len, fn, "source", &a, &off_a) < 0;
+        break;
+    default:
+        bad = array_span(st, args[0], args[1], len, fn, "destination", &a, &off_a) < 0 ||
+              array_span(st, args[2], args[3], len, fn, "source", &b, &off_b) < 0;
+    }
+    if (bad)
+        return NULL;
+    CUresult rc = CUDA_SUCCESS;
+    if (len > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        int entered = bc_context_enter(a->ctx);
+        if (entered < 0)
+            rc = CUDA_ERROR_INVALID_CONTEXT;
+        else {
+            if (kind == DTOA)
+                rc = bc_drv.cuMemcpyDtoA(a->handle, off_a, dev, len);
+            else if (kind == ATOD)
+                rc = bc_drv.cuMemcpyAtoD(dev, a->handle, off_a, len);
+            else
+                rc = bc_drv.cuMemcpyAtoA(a->handle, off_a, b->handle, off_b, len);
+            bc_context_leave(entered);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (bc_check(st, rc, array_copy_routines[kind]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(memcpy_dtoa_doc,
+"memcpy_dtoa(ary, index, src, len)\n--\n\n"
+"Copy `len` bytes from device memory `src` into Array `ary`, starting `index`\n"
+"bytes in (cuMemcpyDtoA: meant for 1D arrays).  ValueError when either side is\n"
+"too small.");
+
+static PyObject *
+bc_memcpy_dtoa(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    return device_array_copy(m, args, nargs, DTOA);
+}
+
+PyDoc_STRVAR(memcpy_atod_doc,
+"memcpy_atod(dest, ary, index, len)\n--\n\n"
+"Copy `len` bytes of Array `ary`, starting `index` bytes in, to device memory\n"
+"`dest` (cuMemcpyAtoD: meant for 1D arrays).  ValueError when either side is too\n"
+"small.");
+
+static PyObject *
+bc_memcpy_atod(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    return device_array_copy(m, args, nargs, ATOD);
+}
+
+PyDoc_STRVAR(memcpy_atoa_doc,
+"memcpy_atoa(dest, dest_index, src, src_index, len)\n--\n\n"
+"Copy `len` bytes from Array `src` (from byte `src_index`) to Array `dest` (from\n"
+"byte `dest_index`) (cuMemcpyAtoA: meant for 1D arrays of one element size).\n"
+"ValueError when either span runs past its array.");
+
+static PyObject *
+bc_memcpy_atoa(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    return device_array_copy(m, args, nargs, ATOA);
+}
+
 static PyMethodDef array_functions[] = {
     {"memcpy_htoa", (PyCFunction)(void (*)(void))bc_memcpy_htoa, METH_FASTCALL, memcpy_htoa_doc},
     {"memcpy_atoh", (PyCFunction)(void (*)(void))bc_memcpy_atoh, METH_FASTCALL, memcpy_atoh_doc},
+    {"memcpy_dtoa", (PyCFunction)(void (*)(void))bc_memcpy_dtoa, METH_FASTCALL, memcpy_dtoa_doc},
+    {"memcpy_atod", (PyCFunction)(void (*)(void))bc_memcpy_atod, METH_FASTCALL, memcpy_atod_doc},
+    {"memcpy_atoa", (PyCFunction)(void (*)(void))bc_memcpy_atoa, METH_FASTCALL, memcpy_atoa_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -818,8 +818,54 @@ static PyType_Spec context_spec = {
     .slots = context_slots,
 };
 
+/* ---------------------------------------------------------------- profiler */
+
+/* cuProfilerStart/Stop act on the current context: make the default one current
+ * when none is, as every other call does. */
+static PyObject *
+profiler_call(PyObject *m, int start)
+{
+    bc_State *st = bc_state_from_module(m);
+    if (bc_context_require(st) < 0)
+        return NULL;
+    CUresult rc = start ? bc_drv.cuProfilerStart() : bc_drv.cuProfilerStop();
+    if (bc_check(st, rc, start ? "cuProfilerStart" : "cuProfilerStop") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(start_profiler_doc,
+"start_profiler()\n--\n\n"
+"Start collecting profile data in the current context (cuProfilerStart), for a\n"
+"profiler such as Nsight Systems started with capture-range=cudaProfilerApi.\n"
+"Nothing happens when no profiler is attached.");
+
+static PyObject *
+bc_start_profiler(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    return profiler_call(m, 1);
+}
+
+PyDoc_STRVAR(stop_profiler_doc,
+"stop_profiler()\n--\n\n"
+"Stop collecting profile data in the current context and flush it (cuProfilerStop).");
+
+static PyObject *
+bc_stop_profiler(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    return profiler_call(m, 0);
+}
+
+static PyMethodDef context_functions[] = {
+    {"start_profiler", bc_start_profiler, METH_NOARGS, start_profiler_doc},
+    {"stop_profiler", bc_stop_profiler, METH_NOARGS, stop_profiler_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 int
 bc_context_setup(PyObject *m, bc_State *st)
 {
-    return bc_add_type(m, &context_spec, NULL, &st->ContextType);
+    if (bc_add_type(m, &context_spec, NULL, &st->ContextType) < 0)
+        return -1;
+    return PyModule_AddFunctions(m, context_functions);
 }

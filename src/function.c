@@ -154,6 +154,12 @@ dim_value(PyObject *item, const char *what, unsigned int *out)
     } else if (PyIndex_Check(item) && !PyBool_Check(item) && !PyFloat_Check(item)) {
         if (bc_arg_long(item, what, LLONG_MIN, LLONG_MAX, &v) < 0)
             return -1;
+    } else if (PyFloat_Check(item)) {
+        /* PyCUDA (through Boost.Python) refuses floats here too. */
+        PyErr_Format(PyExc_TypeError,
+                     "%s must be a tuple of ints, got the float %R: pass int(...) (or use //)",
+                     what, item);
+        return -1;
     } else {
         PyErr_Format(PyExc_TypeError, "%s must be a tuple of ints, got an item of type %.100s",
                      what, Py_TYPE(item)->tp_name);
@@ -184,8 +190,8 @@ parse_dims(PyObject *obj, const char *what, unsigned int d[3])
     } else if (PyList_Check(obj)) {
         items = (PyObject *const *)&PyList_GET_ITEM(obj, 0);
         n = PyList_GET_SIZE(obj);
-    } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-        return dim_value(obj, what, &d[0]);
+    } else if (!PyBool_Check(obj) && !PyFloat_Check(obj) && PyIndex_Check(obj)) {
+        return dim_value(obj, what, &d[0]); /* one int (or NumPy integer): (x, 1, 1) */
     } else {
         PyErr_Format(PyExc_TypeError, "%s must be a tuple of 1 to 3 ints, not %.100s", what,
                      Py_TYPE(obj)->tp_name);
@@ -1075,12 +1081,14 @@ static int
 prep_blob(Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *dst)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_CONTIG_RO) < 0) {
+    if (PyObject_GetBuffer(arg, &view, PyBUF_CONTIG_RO | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
         return prep_error(i, 's', arg, "a struct (numpy.void, a size-1 array or bytes)");
     }
     int rc = 0;
-    if ((size_t)view.len != a->size) {
+    if (bc_arg_plain_host(arg, &view, "prepared_call", "a struct argument") < 0)
+        rc = -1;
+    else if ((size_t)view.len != a->size) {
         PyErr_Format(PyExc_ValueError, "parameter #%zd (0-based): struct of %u bytes expected, "
                                        "got %zd bytes", i, a->size, view.len);
         rc = -1;

@@ -122,6 +122,8 @@ host_get(const char *fn, const char *what, PyObject *obj, int writable, host_buf
             PyErr_Format(PyExc_ValueError, "%s(): %s is a read-only array", fn, what);
             return -1;
         }
+        if (bc_arg_plain_host(obj, NULL, fn, what) < 0)
+            return -1;
         hb->buf = PyArray_DATA(a);
         hb->len = (size_t)PyArray_NBYTES(a);
         return 0;
@@ -133,8 +135,8 @@ host_get(const char *fn, const char *what, PyObject *obj, int writable, host_buf
                      fn, what, Py_TYPE(obj)->tp_name);
         return -1;
     }
-    if (PyObject_GetBuffer(obj, &hb->view, PyBUF_ANY_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) <
-        0) {
+    if (PyObject_GetBuffer(obj, &hb->view,
+                           PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) {
         PyErr_Clear();
         int contiguous = PyObject_GetBuffer(obj, &hb->view, PyBUF_ANY_CONTIGUOUS) == 0;
         if (contiguous)
@@ -142,6 +144,10 @@ host_get(const char *fn, const char *what, PyObject *obj, int writable, host_buf
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "%s(): %s is %s", fn, what,
                      contiguous ? "read-only" : "not a contiguous buffer");
+        return -1;
+    }
+    if (bc_arg_plain_host(obj, &hb->view, fn, what) < 0) {
+        PyBuffer_Release(&hb->view);
         return -1;
     }
     hb->has_view = 1;
@@ -650,10 +656,15 @@ set_host(bc_Memcpy *self, PyObject *obj, int dst)
         return NULL;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS | (dst ? PyBUF_WRITABLE : 0)) < 0) {
+    if (PyObject_GetBuffer(obj, &view,
+                           PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (dst ? PyBUF_WRITABLE : 0)) < 0) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "%s(): the buffer is %s", fn,
                      dst ? "not contiguous and writable" : "not contiguous");
+        return NULL;
+    }
+    if (bc_arg_plain_host(obj, &view, fn, "the buffer") < 0) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     end_clear(e);

@@ -296,6 +296,7 @@ allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
     self->kind = kind;
     self->freed = 0;
     self->cached = 0;
+    self->exports = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -424,6 +425,11 @@ allocation_free(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
         return NULL;
     if (self->freed)
         Py_RETURN_NONE;
+    if (self->exports > 0) {
+        PyErr_Format(PyExc_BufferError, "%s.free(): a host view of it (as_buffer or "
+                     "memoryview) is still in use", short_name((PyObject *)self));
+        return NULL;
+    }
     int sync = 0;
     CUstream s = NULL;
     if (self->kind == BC_ALLOC_ASYNC) {
@@ -490,8 +496,33 @@ allocation_get_is_async(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
     return PyBool_FromLong(self->kind == BC_ALLOC_ASYNC);
 }
 
+PyDoc_STRVAR(as_buffer_doc,
+"as_buffer(size, offset=0)\n--\n\n"
+"A writable memoryview of `size` bytes from `offset` on, for the CPU (as PyCUDA).\n"
+"Only memory the CPU can read directly (managed memory) can be viewed: plain\n"
+"device memory raises driver.LogicError (copy it with memcpy_dtoh instead).\n"
+"ValueError past the end; free() raises BufferError while the view lives.");
+
+static PyObject *
+allocation_as_buffer(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    static char *kwlist[] = {"size", "offset", NULL};
+    PyObject *size, *offset = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:as_buffer", kwlist, &size, &offset) ||
+        allocation_usable(st, self) < 0)
+        return NULL;
+    int entered = bc_context_enter(self->ctx);
+    PyObject *out = bc_host_view(st, (PyObject *)self, &self->exports, self->ptr, self->size,
+                                 size, offset, "as_buffer");
+    bc_context_leave(entered);
+    return out;
+}
+
 static PyMethodDef allocation_methods[] = {
     {"free", (PyCFunction)(void (*)(void))allocation_free, METH_VARARGS | METH_KEYWORDS, free_doc},
+    {"as_buffer", (PyCFunction)(void (*)(void))allocation_as_buffer, METH_VARARGS | METH_KEYWORDS,
+     as_buffer_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1076,8 +1107,17 @@ managed_getbuffer(bc_DeviceAllocation *self, Py_buffer *view, int flags)
 {
     if (allocation_usable(bc_state_of((PyObject *)self), self) < 0)
         return -1;
-    return PyBuffer_FillInfo(view, (PyObject *)self, (void *)(uintptr_t)self->ptr,
-                             (Py_ssize_t)self->size, 0, flags);
+    if (PyBuffer_FillInfo(view, (PyObject *)self, (void *)(uintptr_t)self->ptr,
+                          (Py_ssize_t)self->size, 0, flags) < 0)
+        return -1;
+    self->exports++;
+    return 0;
+}
+
+static void
+managed_releasebuffer(bc_DeviceAllocation *self, Py_buffer *Py_UNUSED(view))
+{
+    self->exports--;
 }
 
 PyDoc_STRVAR(managed_get_device_pointer_doc,
@@ -1127,6 +1167,8 @@ static PyMethodDef managed_methods[] = {
      managed_get_device_pointer_doc},
     {"attach", (PyCFunction)(void (*)(void))managed_attach, METH_VARARGS | METH_KEYWORDS,
      attach_doc},
+    {"as_buffer", (PyCFunction)(void (*)(void))allocation_as_buffer, METH_VARARGS | METH_KEYWORDS,
+     as_buffer_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1142,6 +1184,7 @@ static PyType_Slot managed_slots[] = {
     {Py_nb_int, allocation_int},
     {Py_nb_index, allocation_int},
     {Py_bf_getbuffer, managed_getbuffer},
+    {Py_bf_releasebuffer, managed_releasebuffer},
     {Py_tp_methods, managed_methods},
     {Py_tp_getset, allocation_getset},
     {Py_tp_members, allocation_members},
@@ -1277,10 +1320,8 @@ bc_managed_zeros_like(PyObject *m, PyObject *a, PyObject *k)
     return managed_like_common(m, a, k, "managed_zeros_like", 1);
 }
 
-/* Address and size of memory named by a host buffer (a managed array) or by
- * anything bc_pointer_convert takes. */
-static int
-span_of(bc_State *st, PyObject *obj, CUdeviceptr *ptr, size_t *size)
+int
+bc_memory_span(bc_State *st, PyObject *obj, CUdeviceptr *ptr, size_t *size)
 {
     if (!is_alloc_type(st, Py_TYPE(obj)) && PyObject_CheckBuffer(obj)) {
         Py_buffer view;
@@ -1363,7 +1404,7 @@ bc_mem_prefetch_async(PyObject *m, PyObject *args, PyObject *kwargs)
     size_t known, count;
     CUmemLocation loc;
     CUstream s;
-    if (span_of(st, mem, &ptr, &known) < 0 ||
+    if (bc_memory_span(st, mem, &ptr, &known) < 0 ||
         span_count(onbytes, known, "mem_prefetch_async", &count) < 0 ||
         bc_context_require(st) < 0 || location_of(st, device, &loc) < 0 ||
         bc_stream_convert(st, stream, &s) < 0)
@@ -1399,7 +1440,7 @@ bc_mem_advise(PyObject *m, PyObject *args, PyObject *kwargs)
     CUdeviceptr ptr;
     size_t known, count;
     CUmemLocation loc;
-    if (span_of(st, mem, &ptr, &known) < 0 ||
+    if (bc_memory_span(st, mem, &ptr, &known) < 0 ||
         span_count(onbytes, known, "mem_advise", &count) < 0 || bc_context_require(st) < 0 ||
         location_of(st, device, &loc) < 0)
         return NULL;
@@ -1407,64 +1448,6 @@ bc_mem_advise(PyObject *m, PyObject *args, PyObject *kwargs)
     if (bc_check(st, rc, "cuMemAdvise") < 0)
         return NULL;
     Py_RETURN_NONE;
-}
-
-/* ------------------------------------------------------ pointer attributes */
-
-PyDoc_STRVAR(pointer_get_attributes_doc,
-"pointer_get_attributes(ptr)\n--\n\n"
-"What the driver knows about a pointer (cuPointerGetAttributes), as a dict:\n"
-"memory_type (a memorytype value, None for memory unknown to CUDA),\n"
-"device_ordinal, context (a Context or None), is_managed, mapped,\n"
-"device_pointer, host_pointer, range_start, range_size, buffer_id.\n"
-"`ptr` is device memory (anything a copy takes) or a host buffer.");
-
-static PyObject *
-bc_pointer_get_attributes(PyObject *m, PyObject *arg)
-{
-    bc_State *st = bc_state_from_module(m);
-    CUdeviceptr ptr;
-    size_t known;
-    if (span_of(st, arg, &ptr, &known) < 0 || bc_context_require(st) < 0)
-        return NULL;
-    CUpointer_attribute attrs[] = {
-        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-        CU_POINTER_ATTRIBUTE_CONTEXT,         CU_POINTER_ATTRIBUTE_IS_MANAGED,
-        CU_POINTER_ATTRIBUTE_MAPPED,          CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
-        CU_POINTER_ATTRIBUTE_HOST_POINTER,    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-        CU_POINTER_ATTRIBUTE_RANGE_SIZE,      CU_POINTER_ATTRIBUTE_BUFFER_ID,
-    };
-    enum { N = sizeof attrs / sizeof attrs[0] };
-    unsigned long long slots[N];
-    void *data[N];
-    memset(slots, 0, sizeof slots);
-    for (int i = 0; i < N; i++)
-        data[i] = &slots[i];
-    slots[1] = (unsigned long long)-1; /* device ordinal: -1 unless written */
-    if (bc_check(st, bc_drv.cuPointerGetAttributes(N, attrs, data, ptr), "cuPointerGetAttributes") < 0)
-        return NULL;
-    unsigned int memtype;
-    int ordinal;
-    CUcontext cctx;
-    memcpy(&memtype, &slots[0], sizeof memtype);
-    memcpy(&ordinal, &slots[1], sizeof ordinal);
-    memcpy(&cctx, &slots[2], sizeof cctx);
-    PyObject *ctx = NULL;
-    if (cctx != NULL) {
-        ctx = (PyObject *)bc_context_wrap(st, cctx);
-        if (ctx == NULL)
-            return NULL;
-    }
-    else
-        ctx = Py_NewRef(Py_None);
-    PyObject *mt = memtype ? PyLong_FromUnsignedLong(memtype) : Py_NewRef(Py_None);
-    PyObject *ord = (memtype && ordinal >= 0) ? PyLong_FromLong(ordinal) : Py_NewRef(Py_None);
-    PyObject *out = Py_BuildValue(
-        "{sNsNsNsNsNsKsKsKsKsK}", "memory_type", mt, "device_ordinal", ord, "context", ctx,
-        "is_managed", PyBool_FromLong(slots[3] != 0), "mapped", PyBool_FromLong(slots[4] != 0),
-        "device_pointer", slots[5], "host_pointer", slots[6], "range_start", slots[7],
-        "range_size", slots[8], "buffer_id", slots[9]);
-    return out;
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -1486,7 +1469,6 @@ static PyMethodDef memory_methods[] = {
     BC_KW("mem_prefetch_async", bc_mem_prefetch_async, mem_prefetch_async_doc),
     BC_KW("mem_advise", bc_mem_advise, mem_advise_doc),
 #undef BC_KW
-    {"pointer_get_attributes", bc_pointer_get_attributes, METH_O, pointer_get_attributes_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -204,11 +204,15 @@ staged_entry(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int dir, cons
         (nargs > 2 && bc_stream_convert(st, args[2], &s) < 0))
         return NULL;
     Py_buffer view;
-    int flags = PyBUF_ANY_CONTIGUOUS | (dir == TO_HOST ? PyBUF_WRITABLE : 0);
+    int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (dir == TO_HOST ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(host_obj, &view, flags) < 0) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s(): the host side must be a contiguous%s buffer, not %.100s",
                      fn, dir == TO_HOST ? ", writable" : "", Py_TYPE(host_obj)->tp_name);
+        return NULL;
+    }
+    if (bc_arg_plain_host(host_obj, &view, fn, "the host side") < 0) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     size_t n = (size_t)view.len;

@@ -13,4 +13,10 @@ int bc_arg_long(PyObject *arg, const char *what, long long lo, long long hi, lon
 /* An unsigned flag word: int, no bits outside `allowed`. */
 int bc_arg_flags(PyObject *arg, const char *what, unsigned int allowed, unsigned int *out);
 
+/* Host memory must hold plain data: TypeError when `obj` is a NumPy array whose
+ * dtype holds Python object references (copying those would copy raw pointers),
+ * or when `view` (may be NULL; exported with PyBUF_FORMAT) has an 'O' format.
+ * `fn` and `what` name the call and the argument in the message. */
+int bc_arg_plain_host(PyObject *obj, const Py_buffer *view, const char *fn, const char *what);
+
 #endif

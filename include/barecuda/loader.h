@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "state.h"
+#include <cudaProfiler.h>
 #include <nvrtc.h>
 
 #define BC_DRIVER_FUNCTIONS(X)                                                  \
@@ -64,6 +65,8 @@
     X(cuMemcpy2DAsync) X(cuMemcpy3D) X(cuMemcpy3DAsync) X(cuMemcpy3DPeer)       \
     X(cuMemcpy3DPeerAsync) X(cuMemcpyPeer) X(cuMemcpyPeerAsync)                 \
     X(cuMemcpyHtoA) X(cuMemcpyAtoH) X(cuMemcpyHtoAAsync) X(cuMemcpyAtoHAsync)   \
+    X(cuMemcpyAtoA) X(cuMemcpyAtoD) X(cuMemcpyDtoA)                             \
+    X(cuProfilerStart) X(cuProfilerStop)                                        \
     X(cuArrayCreate) X(cuArray3DCreate) X(cuArrayDestroy)                       \
     X(cuArrayGetDescriptor) X(cuArray3DGetDescriptor)                           \
     X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuTexObjectGetResourceDesc)    \

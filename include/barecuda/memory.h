@@ -27,6 +27,7 @@ typedef struct {
     int freed;
     int cached;             /* BC_ALLOC_ASYNC on stream 0: dealloc hands it to the
                                context's block cache (src/blockcache.c) */
+    Py_ssize_t exports;     /* live host views (managed memory): free() refuses while any */
     PyObject *weakreflist;
 } bc_DeviceAllocation;
 
@@ -74,6 +75,18 @@ PyObject *bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size
 /* The Context of the memory behind obj when it is one of our allocation types
  * (borrowed), else NULL without an exception. */
 bc_Context *bc_pointer_context(bc_State *st, PyObject *obj);
+
+/* Address and size of the memory named by a host buffer (a managed array) or by
+ * anything bc_pointer_convert takes.  0, or -1 with an exception set. */
+int bc_memory_span(bc_State *st, PyObject *obj, CUdeviceptr *ptr, size_t *size);
+
+/* A writable memoryview of `size` bytes at ptr + `offset` (offset may be NULL: 0)
+ * for the CPU, keeping `owner` alive and counting itself in *exports (may be NULL)
+ * while it lives.  `known` bounds the memory (SIZE_MAX: ask the driver).
+ * LogicError unless the driver says the CPU can read the memory (managed or
+ * page-locked host memory); ValueError when the span runs past it.  (src/pointer.c) */
+PyObject *bc_host_view(bc_State *st, PyObject *owner, Py_ssize_t *exports, CUdeviceptr ptr,
+                       size_t known, PyObject *size, PyObject *offset, const char *fn);
 
 /* The shape, dtype and order of a host or managed array being made (src/hostmem.c). */
 typedef struct {

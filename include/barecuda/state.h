@@ -19,7 +19,7 @@
     X(ModuleGlobalType)                                                        \
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
-    X(ArrayBaseType) X(HotEntryType) X(OpTableType)                            \
+    X(ArrayBaseType) X(HotEntryType) X(OpTableType) X(HostViewType)            \
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
@@ -79,6 +79,7 @@ int bc_dlpack_setup(PyObject *m, bc_State *st);
 int bc_blockcache_setup(PyObject *m, bc_State *st);
 int bc_staging_setup(PyObject *m, bc_State *st);
 int bc_gpuarray_setup(PyObject *m, bc_State *st);
+int bc_pointer_setup(PyObject *m, bc_State *st);
 
 /* barecuda.driver.<name> (new reference), importing barecuda.driver on first need. */
 PyObject *bc_driver_attr(bc_State *st, const char *name);

@@ -708,6 +708,8 @@ def _keep_files(full, options, image, kind, log):
 def _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
                   include_dirs, backend, name_expressions, target, device_cc):
     """The memory layer in front of _build."""
+    if _drv.CUDA_DEBUGGING:     # driver.set_debugging(): device debug code, kept, not cached
+        options, keep, cache_dir_arg = [*_seq(options, "options"), "-g", "-G"], True, False
     use_memory = cache_dir_arg is not False and not keep
     if use_memory:
         try:

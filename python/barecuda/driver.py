@@ -6,6 +6,7 @@ it under PyCUDA's names and adds the header enums as ``enum.IntEnum`` classes
 (``device_attribute``, ``ctx_flags``, ``limit`` ...), built on first use.
 """
 
+import abc as _abc
 import enum as _enum
 
 from barecuda import _driver
@@ -201,8 +202,149 @@ class PointerHolderBase:
         """The device address held (an int); subclasses must define it."""
         raise NotImplementedError(f"{type(self).__name__} must define get_pointer()")
 
+    def as_buffer(self, size, offset=0):
+        """A writable memoryview of `size` bytes at get_pointer() + `offset`, for the CPU.
+
+        Only memory the CPU can read directly (managed or page-locked host memory)
+        can be viewed: device-only memory, or an address CUDA does not know, raises
+        LogicError; ValueError when the span runs past the allocation.  The view keeps
+        this object alive, not the memory it points to.
+        """
+        return _driver._host_buffer(self, self.get_pointer(), size, offset)
+
     def __int__(self):
         return int(self.get_pointer())
 
     __index__ = __int__
+
+
+# {{{ PyCUDA's remaining driver-level names
+
+from barecuda._pools import (  # noqa: E402,F401  (PyCUDA's driver exposes the pools too)
+    DeviceMemoryPool,
+    PageLockedAllocator,
+    PageLockedMemoryPool,
+    PooledHostAllocation,
+    bitlog2,
+)
+
+CUDA_DEBUGGING = False
+
+
+def set_debugging(flag=True):
+    """Set the module flag CUDA_DEBUGGING (PyCUDA's name).  When true,
+    compiler.SourceModule asks for device debug information, as in PyCUDA."""
+    global CUDA_DEBUGGING
+    CUDA_DEBUGGING = bool(flag)
+
+
+def have_gl_ext():
+    """False: barecuda has no OpenGL interoperability (PyCUDA's pycuda.gl)."""
+    return False
+
+
+def mem_alloc_like(ary):
+    """Device memory of ``ary.nbytes`` bytes (uninitialised) for an array-like `ary`."""
+    try:
+        nbytes = ary.nbytes
+    except AttributeError:
+        raise TypeError(f"mem_alloc_like() needs an array (an object with .nbytes), not "
+                        f"{type(ary).__name__}") from None
+    return _driver.mem_alloc(nbytes)
+
+
+def to_device(bf_obj):
+    """Copy any contiguous buffer (a NumPy array, bytes, ...) to new device memory and
+    return the DeviceAllocation (of the buffer's size in bytes)."""
+    import numpy
+
+    if isinstance(bf_obj, numpy.ndarray) and bf_obj.dtype.hasobject:
+        raise TypeError("to_device(): arrays of Python objects cannot go to the GPU")
+    try:
+        view = memoryview(bf_obj)
+    except TypeError:
+        raise TypeError(f"to_device() needs an object with the buffer protocol (a NumPy "
+                        f"array, bytes, ...), not {type(bf_obj).__name__}") from None
+    with view:
+        if not view.contiguous:
+            view = memoryview(view.tobytes())
+        result = _driver.mem_alloc(view.nbytes)
+        if view.nbytes:
+            _driver.memcpy_htod(result, view)
+    return result
+
+
+def from_device(devptr, shape, dtype, order="C"):
+    """A new NumPy array of `shape`, `dtype` and `order` filled from device memory
+    `devptr` (anything a copy takes as device memory)."""
+    import numpy
+
+    result = numpy.empty(shape, dtype, order)
+    if result.nbytes:
+        _driver.memcpy_dtoh(result, devptr)
+    return result
+
+
+def from_device_like(devptr, other_ary):
+    """A new NumPy array shaped and typed like `other_ary`, filled from `devptr`."""
+    import numpy
+
+    result = numpy.empty_like(other_ary)
+    if result.nbytes:
+        _driver.memcpy_dtoh(result, devptr)
+    return result
+
+
+def aligned_zeros_like(array, alignment=4096):
+    """aligned_zeros with the shape, dtype and order (C or F) of `array`."""
+    result = _driver.aligned_empty_like(array, alignment=alignment)
+    result.fill(0)
+    return result
+
+
+# PyCUDA's names of the host-array copies (memcpy_htoa / memcpy_atoh here)
+py_memcpy_htoa = _driver.memcpy_htoa
+py_memcpy_atoh = _driver.memcpy_atoh
+
+# PyCUDA names the host allocation classes by kind; barecuda has one class for both.
+PagelockedHostAllocation = _driver.HostAllocation
+AlignedHostAllocation = _driver.HostAllocation
+
+
+class HostPointer(metaclass=_abc.ABCMeta):
+    """Host memory the driver knows of (PyCUDA's base class of HostAllocation and
+    RegisteredHostMemory): ``isinstance(ary.base, HostPointer)`` holds for arrays
+    from pagelocked_*, aligned_* and register_host_memory.  Each has
+    ``get_device_pointer()``."""
+
+
+HostPointer.register(_driver.HostAllocation)
+HostPointer.register(_driver.RegisteredHostMemory)
+
+
+def initialize_profiler(config_file, output_file, output_mode):
+    """Not available: cuProfilerInitialize was removed from the CUDA driver in CUDA 12.
+
+    Always raises driver.RuntimeError.  Use start_profiler()/stop_profiler() under a
+    profiler such as Nsight Systems (``nsys --capture-range=cudaProfilerApi``).
+    """
+    raise RuntimeError("initialize_profiler(): cuProfilerInitialize was removed in CUDA 12; "
+                       "run under Nsight Systems and use start_profiler()/stop_profiler()")
+
+
+class profiler_output_mode(_enum.IntEnum):
+    """Output formats of PyCUDA's initialize_profiler (CUoutput_mode)."""
+
+    KEY_VALUE_PAIR = 0
+    CSV = 1
+
+
+# texture-reference constants of cuda.h (texture references themselves are gone
+# since CUDA 12: use TextureObject)
+TRSA_OVERRIDE_FORMAT = 0x01
+TRSF_READ_AS_INTEGER = 0x01
+TRSF_NORMALIZED_COORDINATES = 0x02
+TR_DEFAULT = -1
+
+# }}}
 

@@ -2,31 +2,63 @@
 """Helpers in PyCUDA's ``pycuda.tools`` style."""
 
 import os
+import warnings as _warnings
 
 from barecuda import driver as _drv
+from barecuda._devicedata import DeviceData, OccupancyRecord  # noqa: F401
+from barecuda._pools import (  # noqa: F401  (PyCUDA's tools names)
+    DebugMemoryPool,
+    DeviceMemoryPool,
+    PageLockedAllocator,
+    PageLockedMemoryPool,
+    PooledHostAllocation,
+    bitlog2,
+)
+
+
+def _requested_device():
+    """The device ordinal asked for by $CUDA_DEVICE, else by ~/.cuda_device, else None."""
+    wanted, where = os.environ.get("CUDA_DEVICE"), "CUDA_DEVICE"
+    if wanted is None:
+        where = "~/.cuda_device"
+        try:
+            with open(os.path.join(os.path.expanduser("~"), ".cuda_device")) as f:
+                wanted = f.read().strip()
+        except OSError:
+            return None
+    try:
+        return int(wanted)
+    except ValueError:
+        raise _drv.LogicError(f"{where}={wanted!r} is not a device ordinal") from None
+
+
+def get_default_device(default=0):
+    """The Device named by $CUDA_DEVICE, else by ~/.cuda_device, else Device(default).
+
+    Deprecated in PyCUDA (a DeprecationWarning says so): use make_default_context().
+    Raises driver.LogicError when the setting is not an int.
+    """
+    _warnings.warn("get_default_device() is deprecated; use make_default_context() instead",
+                   DeprecationWarning, stacklevel=2)
+    ordinal = _requested_device()
+    return _drv.Device(default if ordinal is None else ordinal)
 
 
 def make_default_context(ctx_maker=None):
     """Make a context current on this thread and return it.
 
-    Tries the device named by ``CUDA_DEVICE``, else every device in order, and
-    returns the first context ``ctx_maker(device)`` gives (default: the device's
-    primary context), pushed on this thread's stack.  Raises ``driver.Error`` with
-    each device's failure when none works.
+    Tries the device named by ``CUDA_DEVICE`` (else by the file ``~/.cuda_device``),
+    else every device in order, and returns the first context ``ctx_maker(device)``
+    gives (default: the device's primary context), pushed on this thread's stack.
+    Raises ``driver.Error`` with each device's failure when none works.
     """
     if ctx_maker is None:
         def ctx_maker(dev):
             return dev.retain_primary_context()
 
     _drv.init()
-    wanted = os.environ.get("CUDA_DEVICE")
-    if wanted is not None:
-        try:
-            ordinals = [int(wanted)]
-        except ValueError:
-            raise _drv.LogicError(f"CUDA_DEVICE={wanted!r} is not a device ordinal") from None
-    else:
-        ordinals = range(_drv.Device.count())
+    wanted = _requested_device()
+    ordinals = range(_drv.Device.count()) if wanted is None else [wanted]
     failures = []
     for ordinal in ordinals:
         try:
@@ -38,15 +70,6 @@ def make_default_context(ctx_maker=None):
             ctx.push()
         return ctx
     raise _drv.RuntimeError("no device could be given a context: " + ("; ".join(failures) or "no devices"))
-
-
-def bitlog2(n):
-    """Position of the highest set bit of the positive int n (floor(log2(n)))."""
-    if not isinstance(n, int) or isinstance(n, bool):
-        raise TypeError(f"bitlog2() takes an int, not {type(n).__name__}")
-    if n <= 0:
-        raise ValueError(f"bitlog2() needs a positive int, got {n}")
-    return n.bit_length() - 1
 
 
 # --- dtypes and C declarations (PyCUDA's dtype_to_ctype, parse_c_arg, ...) -------------
@@ -123,8 +146,8 @@ def _normalize_ctype(name):
     return name
 
 
-def dtype_to_ctype(dtype):
-    """The C type name barecuda's kernels use for `dtype` (e.g. 'float', '__half',
+def base_dtype_to_ctype(dtype):
+    """The registered C type name of `dtype` (e.g. 'float', '__half',
     'barecuda::complex<float>'); TypeError for a dtype with no C counterpart."""
     if dtype is None:
         raise ValueError("dtype may not be None")
@@ -134,6 +157,28 @@ def dtype_to_ctype(dtype):
     except KeyError:
         raise TypeError(f"dtype {dt} has no C type known to barecuda "
                         "(register one with tools.register_dtype)") from None
+
+
+_FP_TEX_CTYPES = {
+    _np.dtype(_np.float32): "fp_tex_float",
+    _np.dtype(_np.float64): "fp_tex_double",
+    _np.dtype(_np.complex64): "fp_tex_cfloat",
+    _np.dtype(_np.complex128): "fp_tex_cdouble",
+}
+
+
+def dtype_to_ctype(dtype, with_fp_tex_hack=False):
+    """The C type name barecuda's kernels use for `dtype` (e.g. 'float', '__half',
+    'barecuda::complex<float>'); TypeError for a dtype with no C counterpart.
+
+    with_fp_tex_hack=True names the floating-point types by PyCUDA's texture
+    stand-ins (fp_tex_float, fp_tex_double, fp_tex_cfloat, fp_tex_cdouble).
+    """
+    if with_fp_tex_hack and dtype is not None:
+        name = _FP_TEX_CTYPES.get(_np.dtype(dtype))
+        if name is not None:
+            return name
+    return base_dtype_to_ctype(dtype)
 
 
 class Argument:
@@ -160,9 +205,7 @@ class VectorArg(Argument):
         """The C declaration of the parameter, e.g. ``float *x``."""
         return f"{dtype_to_ctype(self.dtype)} *{self.name}"
 
-    def struct_char(self):
-        """The ``Function.prepare`` format character of a pointer: "P"."""
-        return "P"
+    struct_char = "P"   # the Function.prepare format character of a pointer
 
 
 class ScalarArg(Argument):
@@ -172,13 +215,12 @@ class ScalarArg(Argument):
         """The C declaration of the parameter, e.g. ``int n``."""
         return f"{dtype_to_ctype(self.dtype)} {self.name}"
 
+    @property
     def struct_char(self):
-        """The ``struct``/``Function.prepare`` format character of the dtype (e.g. "f").
-
-        Raises TypeError for complex, float16 and bool, which have none.
-        """
-        if self.dtype.kind == "c" or self.dtype == _np.float16 or self.dtype == _np.bool_:
-            raise TypeError(f"{self.dtype} has no struct format character")
+        """The ``Function.prepare`` format of the dtype: its character (e.g. "f"), or
+        "<n>s" for a struct dtype of n bytes (as PyCUDA)."""
+        if self.dtype.char == "V":
+            return f"{self.dtype.itemsize}s"
         return self.dtype.char
 
 
@@ -215,6 +257,12 @@ def parse_c_arg(c_arg):
     if dtype is None:
         raise TypeError(f"cannot parse C argument '{c_arg}': unknown C type '{type_name}'")
     return (VectorArg if pointer else ScalarArg)(dtype, name)
+
+
+def get_arg_type(c_arg):
+    """The ``Function.prepare`` format of one C declaration: "P" for a pointer, else
+    the dtype's character (``get_arg_type("float x") == "f"``)."""
+    return parse_c_arg(c_arg).struct_char
 
 
 def parse_c_args(arguments):
@@ -256,252 +304,6 @@ def _split_top_level(s):
 
 
 _fill_registry()
-
-
-# --- memory pools (PyCUDA's DeviceMemoryPool and PageLockedMemoryPool) ------------------
-# Added by the memory layer.  Blocks are binned by size: a request is rounded up
-# to one of four sizes per power of two (at least 256 bytes), and the bin number
-# packs bitlog2 of that size with its two next bits.  A pooled device
-# allocation is a C object (driver.PooledDeviceAllocation) that copies, kernels
-# and int() take like a DeviceAllocation, with its own size checked; freeing it
-# (or dropping it) gives its block back to the pool.
-
-import numpy as _np  # noqa: E402
-
-from barecuda import _driver as _bc_driver  # noqa: E402
-
-_POOL_MANTISSA_BITS = 2
-_POOL_MIN_SIZE = 256
-
-
-def _pool_bin_number(size):
-    size = max(int(size), _POOL_MIN_SIZE)
-    step = 1 << (bitlog2(size) - _POOL_MANTISSA_BITS)
-    rounded = -(-size // step) * step
-    exp = bitlog2(rounded)
-    mantissa = (rounded >> (exp - _POOL_MANTISSA_BITS)) & ((1 << _POOL_MANTISSA_BITS) - 1)
-    return (exp << _POOL_MANTISSA_BITS) | mantissa
-
-
-def _pool_alloc_size(bin_nr):
-    exp = bin_nr >> _POOL_MANTISSA_BITS
-    mantissa = bin_nr & ((1 << _POOL_MANTISSA_BITS) - 1)
-    return ((1 << _POOL_MANTISSA_BITS) | mantissa) << (exp - _POOL_MANTISSA_BITS)
-
-
-def _pool_check_size(nbytes):
-    if not isinstance(nbytes, int) or isinstance(nbytes, bool):
-        try:
-            nbytes = nbytes.__index__()
-        except AttributeError:
-            raise TypeError(f"allocate() takes an int size, not {type(nbytes).__name__}") from None
-    if nbytes < 0:
-        raise ValueError(f"allocate(): size must not be negative, got {nbytes}")
-    return nbytes
-
-
-class _BlockPool:
-    """Bins of free blocks and the counters both pools share."""
-
-    def __init__(self):
-        self._bins = {}
-        self._holding = True
-        self.active_blocks = 0
-        self.active_bytes = 0
-        self.managed_bytes = 0
-
-    bin_number = staticmethod(_pool_bin_number)
-    alloc_size = staticmethod(_pool_alloc_size)
-
-    @property
-    def held_blocks(self):
-        """Blocks kept for reuse (not lent out)."""
-        return sum(len(b) for b in self._bins.values())
-
-    @property
-    def held_bytes(self):
-        return sum(self.alloc_size(nr) * len(b) for nr, b in self._bins.items())
-
-    def _take(self, nbytes):
-        nr = self.bin_number(nbytes)
-        blocks = self._bins.get(nr)
-        if blocks:
-            block = blocks.pop()
-        else:
-            size = self.alloc_size(nr)
-            try:
-                block = self._allocate_block(size)
-            except _drv.MemoryError:
-                self.free_held()
-                block = self._allocate_block(size)
-            self.managed_bytes += size
-        self.active_blocks += 1
-        self.active_bytes += self.alloc_size(nr)
-        return nr, block
-
-    def _give_back(self, nr, block):
-        size = self.alloc_size(nr)
-        self.active_blocks -= 1
-        self.active_bytes -= size
-        if self._holding and not self._block_dead(block):
-            self._bins.setdefault(nr, []).append(block)
-        else:
-            self.managed_bytes -= size
-            self._free_block(block)
-
-    def free_held(self):
-        """Release every held block to the driver now."""
-        bins, self._bins = self._bins, {}
-        for nr, blocks in bins.items():
-            for block in blocks:
-                self.managed_bytes -= self.alloc_size(nr)
-                self._free_block(block)
-
-    def stop_holding(self):
-        """Release held blocks and stop keeping returned ones."""
-        self._holding = False
-        self.free_held()
-
-
-class DeviceMemoryPool(_BlockPool):
-    """A caching allocator of device memory (PyCUDA's ``tools.DeviceMemoryPool``).
-
-    ``allocate(nbytes)`` returns a ``driver.PooledDeviceAllocation``; its
-    ``free()`` (or its collection) returns the block for reuse.  Pass
-    ``pool.allocate`` as a GPUArray allocator.  ``allocator`` makes new blocks
-    (default ``driver.mem_alloc``).
-    """
-
-    def __init__(self, allocator=None):
-        super().__init__()
-        self._allocator = allocator or _drv.mem_alloc
-
-    def _allocate_block(self, size):
-        return self._allocator(size)
-
-    @staticmethod
-    def _block_dead(block):
-        return block.freed or block.context is None or _context_detached(block.context)
-
-    @staticmethod
-    def _free_block(block):
-        try:
-            block.free()
-        except _drv.LogicError:
-            pass
-
-    def allocate(self, nbytes):
-        """allocate(nbytes): a PooledDeviceAllocation of at least `nbytes` bytes.
-
-        Reuses a held block of the size class when there is one, else asks the
-        allocator (freeing held blocks and retrying once on driver.MemoryError).  The
-        pool is also callable: ``pool(nbytes)`` is ``pool.allocate(nbytes)``.  Raises
-        TypeError for a non-integer size, ValueError for a negative one.
-        """
-        nbytes = _pool_check_size(nbytes)
-        nr, block = self._take(nbytes)
-        return _bc_driver._pooled_allocation(self, block, nbytes)
-
-    __call__ = allocate
-
-    def _return_block(self, block):
-        self._give_back(self.bin_number(block.size), block)
-
-
-def _context_detached(ctx):
-    return bool(ctx.released)
-
-
-class PooledHostAllocation:
-    """A block of a PageLockedMemoryPool lent out as one array; the array's base.
-
-    ``free()`` (or the collection of the last array using it) gives the block
-    back to the pool.
-    """
-
-    __slots__ = ("_pool", "_nr", "_block", "__array_interface__", "__weakref__")
-
-    def __init__(self, pool, nr, block, shape, dtype, order):
-        self._pool = pool
-        self._nr = nr
-        self._block = block
-        strides = None
-        if order in ("F", "f") and len(shape) > 1:
-            strides, step = [], dtype.itemsize
-            for n in shape:
-                strides.append(step)
-                step *= n
-            strides = tuple(strides)
-        self.__array_interface__ = {
-            "version": 3,
-            "shape": tuple(shape),
-            "typestr": dtype.str,
-            "descr": dtype.descr,
-            "data": (block.ctypes.data, False),
-            "strides": strides,
-        }
-
-    def free(self):
-        """Give the block back to its pool now (idempotent).
-
-        Every array using this block must no longer be used afterwards: the pool may
-        hand the memory to the next ``allocate``.
-        """
-        block, self._block = self._block, None
-        if block is not None:
-            self._pool._give_back(self._nr, block)
-
-    def __del__(self):
-        self.free()
-
-
-class PageLockedMemoryPool(_BlockPool):
-    """A caching allocator of page-locked host arrays (PyCUDA's ``PageLockedMemoryPool``).
-
-    ``allocate(shape, dtype, order="C")`` returns a NumPy array in pinned memory
-    whose ``.base`` is a ``PooledHostAllocation``; the block goes back to the
-    pool when the array (and every view of it) is gone, or on ``base.free()``.
-    """
-
-    def __init__(self, flags=0):
-        super().__init__()
-        self._flags = flags
-
-    def _allocate_block(self, size):
-        return _drv.pagelocked_empty(size, _np.uint8, mem_flags=self._flags)
-
-    @staticmethod
-    def _block_dead(block):
-        return block.base.freed
-
-    @staticmethod
-    def _free_block(block):
-        try:
-            block.base.free()
-        except (_drv.LogicError, BufferError):
-            pass
-
-    def allocate(self, shape, dtype=None, order="C"):
-        """allocate(shape, dtype=None, order="C"): an empty NumPy array in pooled page-locked memory.
-
-        As ``numpy.empty(shape, dtype, order)``; the array's ``.base`` is a
-        PooledHostAllocation.  Raises TypeError for an object dtype, ValueError for a
-        negative dimension or an order other than 'C'/'F'.
-        """
-        dtype = _np.dtype(dtype)
-        if dtype.hasobject:
-            raise TypeError(f"allocate(): dtype {dtype} holds Python objects")
-        if order not in ("C", "F", "c", "f"):
-            raise ValueError(f"allocate(): order must be 'C' or 'F', not {order!r}")
-        shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
-        if any(n < 0 for n in shape):
-            raise ValueError(f"allocate(): negative dimension in shape {shape}")
-        nbytes = dtype.itemsize
-        for n in shape:
-            nbytes *= n
-        nr, block = self._take(nbytes)
-        holder = PooledHostAllocation(self, nr, block, shape, dtype, order)
-        return _np.asarray(holder)
 
 
 # --- contexts for tests and per-context memoization (PyCUDA's tools names) --------------
@@ -552,7 +354,7 @@ def mark_cuda_test(inner_f):
     def f(*args, **kwargs):
         ctx, pushed = _enter_test_context()
         try:
-            return inner_f(*args, **kwargs)
+            inner_f(*args, **kwargs)     # a test's result is dropped, as in PyCUDA
         finally:
             _test_context_done(ctx, pushed)
 
@@ -560,7 +362,10 @@ def mark_cuda_test(inner_f):
         import pytest
     except ImportError:
         return f
-    return pytest.mark.cuda(f)
+    with _warnings.catch_warnings():      # 'cuda' need not be a registered mark
+        _warnings.simplefilter("ignore")
+        mark = pytest.mark.cuda
+    return mark(f)
 
 
 def init_cuda_context_fixture():
@@ -611,3 +416,10 @@ def clear_context_caches():
     ctx = _drv.Context.get_current()
     if ctx is not None:
         ctx.kernel_cache.clear()
+
+
+def __getattr__(name):
+    if name == "context_dependent_memoized_functions":
+        # PyCUDA's list of the memoized functions; here a snapshot of the live ones
+        return list(_memoized)
+    raise AttributeError(f"module 'barecuda.tools' has no attribute {name!r}")

@@ -1,0 +1,370 @@
+# SPDX-License-Identifier: MIT
+"""Memory pools: PyCUDA's DeviceMemoryPool, PageLockedMemoryPool and their helpers.
+
+Shared by barecuda.driver and barecuda.tools, which both re-export these names (as
+PyCUDA's driver and tools do); this module imports only the C extension.
+"""
+
+import numpy as _np
+
+from barecuda import _driver as _bc_driver
+
+_drv = _bc_driver
+
+
+def bitlog2(n):
+    """Position of the highest set bit of the positive int n (floor(log2(n)))."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"bitlog2() takes an int, not {type(n).__name__}")
+    if n <= 0:
+        raise ValueError(f"bitlog2() needs a positive int, got {n}")
+    return n.bit_length() - 1
+
+
+# --- memory pools (PyCUDA's DeviceMemoryPool and PageLockedMemoryPool) ------------------
+# Added by the memory layer.  Blocks are binned by size: a request is rounded up
+# to one of four sizes per power of two (at least 256 bytes), and the bin number
+# packs bitlog2 of that size with its two next bits.  A pooled device
+# allocation is a C object (driver.PooledDeviceAllocation) that copies, kernels
+# and int() take like a DeviceAllocation, with its own size checked; freeing it
+# (or dropping it) gives its block back to the pool.
+
+
+_POOL_MANTISSA_BITS = 2
+_POOL_MIN_SIZE = 256
+
+
+def _pool_bin_number(size):
+    size = max(int(size), _POOL_MIN_SIZE)
+    step = 1 << (bitlog2(size) - _POOL_MANTISSA_BITS)
+    rounded = -(-size // step) * step
+    exp = bitlog2(rounded)
+    mantissa = (rounded >> (exp - _POOL_MANTISSA_BITS)) & ((1 << _POOL_MANTISSA_BITS) - 1)
+    return (exp << _POOL_MANTISSA_BITS) | mantissa
+
+
+def _pool_alloc_size(bin_nr):
+    exp = bin_nr >> _POOL_MANTISSA_BITS
+    mantissa = bin_nr & ((1 << _POOL_MANTISSA_BITS) - 1)
+    return ((1 << _POOL_MANTISSA_BITS) | mantissa) << (exp - _POOL_MANTISSA_BITS)
+
+
+def _pool_check_size(nbytes):
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool):
+        try:
+            nbytes = nbytes.__index__()
+        except AttributeError:
+            raise TypeError(f"allocate() takes an int size, not {type(nbytes).__name__}") from None
+    if nbytes < 0:
+        raise ValueError(f"allocate(): size must not be negative, got {nbytes}")
+    return nbytes
+
+
+class _BlockPool:
+    """Bins of free blocks and the counters both pools share."""
+
+    def __init__(self):
+        self._bins = {}
+        self._holding = True
+        self.active_blocks = 0
+        self.active_bytes = 0
+        self.managed_bytes = 0
+
+    bin_number = staticmethod(_pool_bin_number)
+    alloc_size = staticmethod(_pool_alloc_size)
+
+    @property
+    def held_blocks(self):
+        """Blocks kept for reuse (not lent out)."""
+        return sum(len(b) for b in self._bins.values())
+
+    @property
+    def held_bytes(self):
+        return sum(self.alloc_size(nr) * len(b) for nr, b in self._bins.items())
+
+    def _take(self, nbytes):
+        nr = self.bin_number(nbytes)
+        blocks = self._bins.get(nr)
+        if blocks:
+            block = blocks.pop()
+        else:
+            size = self.alloc_size(nr)
+            try:
+                block = self._allocate_block(size)
+            except _drv.MemoryError:
+                self.free_held()
+                block = self._allocate_block(size)
+            self.managed_bytes += size
+        self.active_blocks += 1
+        self.active_bytes += self.alloc_size(nr)
+        return nr, block
+
+    def _give_back(self, nr, block):
+        size = self.alloc_size(nr)
+        self.active_blocks -= 1
+        self.active_bytes -= size
+        if self._holding and not self._block_dead(block):
+            self._bins.setdefault(nr, []).append(block)
+        else:
+            self.managed_bytes -= size
+            self._free_block(block)
+
+    def free_held(self):
+        """Release every held block to the driver now."""
+        bins, self._bins = self._bins, {}
+        for nr, blocks in bins.items():
+            for block in blocks:
+                self.managed_bytes -= self.alloc_size(nr)
+                self._free_block(block)
+
+    def stop_holding(self):
+        """Release held blocks and stop keeping returned ones."""
+        self._holding = False
+        self.free_held()
+
+
+class DeviceMemoryPool(_BlockPool):
+    """A caching allocator of device memory (PyCUDA's ``tools.DeviceMemoryPool``).
+
+    ``allocate(nbytes)`` returns a ``driver.PooledDeviceAllocation``; its
+    ``free()`` (or its collection) returns the block for reuse.  Pass
+    ``pool.allocate`` as a GPUArray allocator.  ``allocator`` makes new blocks
+    (default ``driver.mem_alloc``).
+    """
+
+    def __init__(self, allocator=None):
+        super().__init__()
+        self._allocator = allocator or _drv.mem_alloc
+
+    def _allocate_block(self, size):
+        return self._allocator(size)
+
+    @staticmethod
+    def _block_dead(block):
+        return block.freed or block.context is None or _context_detached(block.context)
+
+    @staticmethod
+    def _free_block(block):
+        try:
+            block.free()
+        except _drv.LogicError:
+            pass
+
+    def allocate(self, nbytes):
+        """allocate(nbytes): a PooledDeviceAllocation of at least `nbytes` bytes.
+
+        Reuses a held block of the size class when there is one, else asks the
+        allocator (freeing held blocks and retrying once on driver.MemoryError).  The
+        pool is also callable: ``pool(nbytes)`` is ``pool.allocate(nbytes)``.  Raises
+        TypeError for a non-integer size, ValueError for a negative one.
+        """
+        nbytes = _pool_check_size(nbytes)
+        nr, block = self._take(nbytes)
+        return _bc_driver._pooled_allocation(self, block, nbytes)
+
+    __call__ = allocate
+
+    def _return_block(self, block):
+        self._give_back(self.bin_number(block.size), block)
+
+
+def _context_detached(ctx):
+    return bool(ctx.released)
+
+
+class PooledHostAllocation:
+    """A block of a PageLockedMemoryPool lent out as one array; the array's base.
+
+    ``free()`` (or the collection of the last array using it) gives the block
+    back to the pool.
+    """
+
+    __slots__ = ("_pool", "_nr", "_block", "__array_interface__", "__weakref__")
+
+    def __init__(self, pool, nr, block, shape, dtype, order):
+        self._pool = pool
+        self._nr = nr
+        self._block = block
+        strides = None
+        if order in ("F", "f") and len(shape) > 1:
+            strides, step = [], dtype.itemsize
+            for n in shape:
+                strides.append(step)
+                step *= n
+            strides = tuple(strides)
+        self.__array_interface__ = {
+            "version": 3,
+            "shape": tuple(shape),
+            "typestr": dtype.str,
+            "descr": dtype.descr,
+            "data": (block.ctypes.data, False),
+            "strides": strides,
+        }
+
+    def free(self):
+        """Give the block back to its pool now (idempotent).
+
+        Every array using this block must no longer be used afterwards: the pool may
+        hand the memory to the next ``allocate``.
+        """
+        block, self._block = self._block, None
+        if block is not None:
+            self._pool._give_back(self._nr, block)
+
+    def __del__(self):
+        self.free()
+
+
+class PageLockedAllocator:
+    """Makes the page-locked blocks of a PageLockedMemoryPool (PyCUDA's name).
+
+    ``PageLockedAllocator(flags=0)``: `flags` are host_alloc_flags (PORTABLE,
+    DEVICEMAP, WRITECOMBINED) given to every cuMemHostAlloc.  Calling it with a
+    byte count returns a uint8 NumPy array in new page-locked memory.
+    """
+
+    def __init__(self, flags=0):
+        if not isinstance(flags, int) or isinstance(flags, bool):
+            try:
+                flags = flags.__index__()
+            except AttributeError:
+                raise TypeError("PageLockedAllocator(): flags must be an int (host_alloc_flags), "
+                                f"not {type(flags).__name__}") from None
+        if flags < 0 or flags & ~0x7:
+            raise ValueError(f"PageLockedAllocator(): unknown host_alloc_flags bits in {flags:#x} "
+                             "(allowed: PORTABLE 0x1, DEVICEMAP 0x2, WRITECOMBINED 0x4)")
+        self.flags = flags
+
+    def __call__(self, nbytes):
+        """A uint8 array of `nbytes` bytes in new page-locked host memory."""
+        return _drv.pagelocked_empty(_pool_check_size(nbytes), _np.uint8, mem_flags=self.flags)
+
+    allocate = __call__
+
+    def __repr__(self):
+        return f"PageLockedAllocator(flags={self.flags:#x})"
+
+
+class PageLockedMemoryPool(_BlockPool):
+    """A caching allocator of page-locked host arrays (PyCUDA's ``PageLockedMemoryPool``).
+
+    ``allocate(shape, dtype, order="C")`` returns a NumPy array in pinned memory
+    whose ``.base`` is a ``PooledHostAllocation``; the block goes back to the
+    pool when the array (and every view of it) is gone, or on ``base.free()``.
+    `allocator` is a PageLockedAllocator (default: flags 0) making new blocks.
+    """
+
+    def __init__(self, allocator=None):
+        super().__init__()
+        if allocator is None:
+            allocator = PageLockedAllocator()
+        elif not isinstance(allocator, PageLockedAllocator):
+            # barecuda's earlier spelling: the host_alloc_flags themselves
+            allocator = PageLockedAllocator(allocator)
+        self.allocator = allocator
+
+    def _allocate_block(self, size):
+        return self.allocator(size)
+
+    @staticmethod
+    def _block_dead(block):
+        return block.base.freed
+
+    @staticmethod
+    def _free_block(block):
+        try:
+            block.base.free()
+        except (_drv.LogicError, BufferError):
+            pass
+
+    def allocate(self, shape, dtype=None, order="C"):
+        """allocate(shape, dtype=None, order="C"): an empty NumPy array in pooled page-locked memory.
+
+        As ``numpy.empty(shape, dtype, order)``; the array's ``.base`` is a
+        PooledHostAllocation.  Raises TypeError for an object dtype, ValueError for a
+        negative dimension or an order other than 'C'/'F'.
+        """
+        dtype = _np.dtype(dtype)
+        if dtype.hasobject:
+            raise TypeError(f"allocate(): dtype {dtype} holds Python objects")
+        if order not in ("C", "F", "c", "f"):
+            raise ValueError(f"allocate(): order must be 'C' or 'F', not {order!r}")
+        shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+        if any(n < 0 for n in shape):
+            raise ValueError(f"allocate(): negative dimension in shape {shape}")
+        nbytes = dtype.itemsize
+        for n in shape:
+            nbytes *= n
+        nr, block = self._take(nbytes)
+        holder = PooledHostAllocation(self, nr, block, shape, dtype, order)
+        return _np.asarray(holder)
+
+
+class DebugMemoryPool(DeviceMemoryPool):
+    """A DeviceMemoryPool that reports every allocation (PyCUDA's ``tools`` name).
+
+    ``DebugMemoryPool(interactive=True, logfile=None)``: each ``allocate`` prints,
+    to `logfile` (default sys.stdout), the size, the device's free and total
+    memory, the pool's held and active blocks, where the call came from, and a
+    histogram of the blocks still lent out by origin.  Interactive mode asks for a
+    short name for each new call site (kept for the life of the pool) and waits
+    for Enter after each report.
+    """
+
+    def __init__(self, interactive=True, logfile=None, allocator=None):
+        super().__init__(allocator)
+        self.last_free, _ = _drv.mem_get_info()
+        self.interactive = bool(interactive)
+        if logfile is None:
+            import sys
+
+            logfile = sys.stdout
+        self.logfile = logfile
+        import weakref
+
+        self.blocks = weakref.WeakKeyDictionary()   # lent allocation -> (size, origin)
+        self.stacktrace_mnemonics = {}
+
+    def allocate(self, size):
+        """allocate(size): DeviceMemoryPool.allocate(size), reported first (see the class)."""
+        import os
+        import traceback
+
+        size = _pool_check_size(size)
+        stack = tuple(frame.name for frame in traceback.extract_stack()[:-1])
+        origin = self.describe(stack, size)
+        counts = {}
+        for key in self.blocks.values():
+            counts[key] = counts.get(key, 0) + 1
+        common = os.path.commonprefix([o for _, o in counts]) if counts else ""
+        free, total = _drv.mem_get_info()
+        print(f"\n  Allocation of size {size} occurring (mem: last_free:{self.last_free}, "
+              f"free: {free}, total:{total}) (pool: held:{self.held_blocks}, "
+              f"active:{self.active_blocks}):\n      at: {origin}", file=self.logfile)
+        for (bsize, o), n in sorted(counts.items()):
+            print(f"  {o[len(common):]} ({bsize} bytes): {n}x", file=self.logfile)
+        if self.interactive:
+            input("  [Enter]")
+        result = super().allocate(size)
+        self.blocks[result] = (size, origin)
+        self.last_free, _ = _drv.mem_get_info()
+        return result
+
+    __call__ = allocate
+
+    def describe(self, stack, size):
+        """The name of the call site `stack` (function names, outermost first):
+        "|"-joined names, or in interactive mode a name asked for once per site."""
+        if not self.interactive:
+            return "|".join(stack)
+        key = (stack, size)
+        name = self.stacktrace_mnemonics.get(key)
+        while not name:
+            print(size, stack, file=self.logfile)
+            name = input("Enter mnemonic or [Enter] for more info:")
+            if not name:
+                import traceback
+
+                traceback.print_stack(file=self.logfile)
+        self.stacktrace_mnemonics[key] = name
+        return name

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/* Plain addresses: what the driver knows of one (pointer_get_attributes), what
+ * range of an allocation it falls in (mem_get_address_range), and host views of memory the CPU can read
+ * (as_buffer on allocations and on driver.PointerHolderBase).
+ *
+ * A host view is a memoryview over a small exporter object (_HostView) that holds
+ * the owner of the memory, so dropping the owner while the view lives cannot free
+ * it; an owner that is one of our allocations also counts the view, and its
+ * free() refuses (BufferError) until the view is released.  Only managed memory
+ * and page-locked host memory are viewed: the driver's pointer attributes are
+ * checked first, and device-only memory is a LogicError instead of a crash on
+ * first touch. */
+#include "barecuda/memory.h"
+#include "barecuda/argparse.h"
+#include "barecuda/error.h"
+#include "barecuda/loader.h"
+
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;     /* keeps the memory's owner alive */
+    Py_ssize_t *exports; /* the owner's export count, or NULL */
+    void *buf;
+    Py_ssize_t len;
+} bc_HostView;
+
+static int
+view_getbuffer(bc_HostView *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->buf, self->len, 0, flags);
+}
+
+static int
+view_traverse(bc_HostView *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->owner);
+    return 0;
+}
+
+static int
+view_clear(bc_HostView *self)
+{
+    if (self->exports != NULL) {
+        (*self->exports)--;
+        self->exports = NULL;
+    }
+    Py_CLEAR(self->owner);
+    return 0;
+}
+
+static void
+view_dealloc(bc_HostView *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    view_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot view_slots[] = {
+    {Py_tp_dealloc, view_dealloc},
+    {Py_tp_traverse, view_traverse},
+    {Py_tp_clear, view_clear},
+    {Py_bf_getbuffer, view_getbuffer},
+    {Py_tp_doc, (void *)"Exporter behind the memoryview that as_buffer() returns."},
+    {0, NULL},
+};
+
+static PyType_Spec view_spec = {
+    .name = "barecuda.driver._HostView",
+    .basicsize = sizeof(bc_HostView),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = view_slots,
+};
+
+/* Where the CPU can read `ptr`: the host address, or NULL with LogicError set
+ * saying why it cannot.  A context must be current. */
+static void *
+host_address(bc_State *st, CUdeviceptr ptr, const char *fn)
+{
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                   CU_POINTER_ATTRIBUTE_HOST_POINTER};
+    unsigned int memtype = 0;
+    unsigned int managed = 0; /* the driver writes a bool-sized value; start zeroed */
+    void *host = NULL;
+    void *data[] = {&memtype, &managed, &host};
+    CUresult rc = bc_drv.cuPointerGetAttributes(3, attrs, data, ptr);
+    if (rc != CUDA_SUCCESS || memtype == 0) {
+        bc_error_logic(st, "%s(): address 0x%llx is not memory CUDA knows of, so it cannot be "
+                           "viewed from the host", fn, (unsigned long long)ptr);
+        return NULL;
+    }
+    if (managed)
+        return (void *)(uintptr_t)ptr;
+    if (memtype == CU_MEMORYTYPE_HOST && host != NULL)
+        return host;
+    bc_error_logic(st, "%s(): the memory at 0x%llx is %s memory, which the CPU cannot read "
+                       "directly; copy it to the host (memcpy_dtoh) or allocate managed "
+                       "(managed_empty) or page-locked (pagelocked_empty) memory",
+                   fn, (unsigned long long)ptr,
+                   memtype == CU_MEMORYTYPE_ARRAY ? "CUDA-array" : "device-only");
+    return NULL;
+}
+
+PyObject *
+bc_host_view(bc_State *st, PyObject *owner, Py_ssize_t *exports, CUdeviceptr ptr, size_t known,
+             PyObject *size_obj, PyObject *offset_obj, const char *fn)
+{
+    char what[64];
+    size_t size, offset = 0;
+    snprintf(what, sizeof what, "%s(): size", fn);
+    if (bc_arg_size(size_obj, what, &size) < 0)
+        return NULL;
+    snprintf(what, sizeof what, "%s(): offset", fn);
+    if (offset_obj != NULL && bc_arg_size(offset_obj, what, &offset) < 0)
+        return NULL;
+    if (bc_context_require(st) < 0)
+        return NULL;
+    if (known == SIZE_MAX) {
+        /* an address of unknown extent: bound it by its allocation, when CUDA knows it */
+        CUdeviceptr base;
+        size_t range;
+        if (bc_drv.cuMemGetAddressRange(&base, &range, ptr) == CUDA_SUCCESS)
+            known = range - (size_t)(ptr - base);
+    }
+    if (offset > known || size > known - offset) {
+        PyErr_Format(PyExc_ValueError, "%s(): %zu bytes at offset %zu run past the memory's "
+                     "%zu bytes", fn, size, offset, known);
+        return NULL;
+    }
+    char *host = host_address(st, ptr, fn);
+    if (host == NULL)
+        return NULL;
+    bc_HostView *v = PyObject_GC_New(bc_HostView, (PyTypeObject *)st->HostViewType);
+    if (v == NULL)
+        return NULL;
+    v->owner = Py_XNewRef(owner);
+    v->exports = exports;
+    if (exports != NULL)
+        (*exports)++;
+    v->buf = host + offset;
+    v->len = (Py_ssize_t)size;
+    PyObject_GC_Track(v);
+    PyObject *out = PyMemoryView_FromObject((PyObject *)v);
+    Py_DECREF(v);
+    return out;
+}
+
+/* ---------------------------------------------------- pointer attributes */
+
+PyDoc_STRVAR(pointer_get_attributes_doc,
+"pointer_get_attributes(ptr)\n--\n\n"
+"What the driver knows about a pointer (cuPointerGetAttributes), as a dict:\n"
+"memory_type (a memorytype value, None for memory unknown to CUDA),\n"
+"device_ordinal, context (a Context or None), is_managed, mapped,\n"
+"device_pointer, host_pointer, range_start, range_size, buffer_id.\n"
+"`ptr` is device memory (anything a copy takes) or a host buffer.");
+
+static PyObject *
+bc_pointer_get_attributes(PyObject *m, PyObject *arg)
+{
+    bc_State *st = bc_state_from_module(m);
+    CUdeviceptr ptr;
+    size_t known;
+    if (bc_memory_span(st, arg, &ptr, &known) < 0 || bc_context_require(st) < 0)
+        return NULL;
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_CONTEXT,         CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_MAPPED,          CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+        CU_POINTER_ATTRIBUTE_HOST_POINTER,    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,      CU_POINTER_ATTRIBUTE_BUFFER_ID,
+    };
+    enum { N = sizeof attrs / sizeof attrs[0] };
+    unsigned long long slots[N];
+    void *data[N];
+    memset(slots, 0, sizeof slots);
+    for (int i = 0; i < N; i++)
+        data[i] = &slots[i];
+    slots[1] = (unsigned long long)-1; /* device ordinal: -1 unless written */
+    if (bc_check(st, bc_drv.cuPointerGetAttributes(N, attrs, data, ptr), "cuPointerGetAttributes") < 0)
+        return NULL;
+    unsigned int memtype;
+    int ordinal;
+    CUcontext cctx;
+    memcpy(&memtype, &slots[0], sizeof memtype);
+    memcpy(&ordinal, &slots[1], sizeof ordinal);
+    memcpy(&cctx, &slots[2], sizeof cctx);
+    PyObject *ctx = NULL;
+    if (cctx != NULL) {
+        ctx = (PyObject *)bc_context_wrap(st, cctx);
+        if (ctx == NULL)
+            return NULL;
+    }
+    else
+        ctx = Py_NewRef(Py_None);
+    PyObject *mt = memtype ? PyLong_FromUnsignedLong(memtype) : Py_NewRef(Py_None);
+    PyObject *ord = (memtype && ordinal >= 0) ? PyLong_FromLong(ordinal) : Py_NewRef(Py_None);
+    PyObject *out = Py_BuildValue(
+        "{sNsNsNsNsNsKsKsKsKsK}", "memory_type", mt, "device_ordinal", ord, "context", ctx,
+        "is_managed", PyBool_FromLong(slots[3] != 0), "mapped", PyBool_FromLong(slots[4] != 0),
+        "device_pointer", slots[5], "host_pointer", slots[6], "range_start", slots[7],
+        "range_size", slots[8], "buffer_id", slots[9]);
+    return out;
+}
+
+/* ------------------------------------------------------------ functions */
+
+PyDoc_STRVAR(host_buffer_doc,
+"_host_buffer(owner, ptr, size, offset=0)\n--\n\n"
+"A writable memoryview of `size` bytes at `ptr` + `offset` that keeps `owner`\n"
+"alive (PointerHolderBase.as_buffer).  LogicError unless the memory is managed or\n"
+"page-locked host memory.");
+
+static PyObject *
+bc_host_buffer(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    if (nargs < 3 || nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "_host_buffer() takes 3 or 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    CUdeviceptr ptr;
+    size_t known;
+    if (bc_pointer_convert(st, args[1], &ptr, &known) < 0)
+        return NULL;
+    return bc_host_view(st, args[0], NULL, ptr, known, args[2], nargs > 3 ? args[3] : NULL,
+                        "as_buffer");
+}
+
+PyDoc_STRVAR(mem_get_address_range_doc,
+"mem_get_address_range(ptr)\n--\n\n"
+"(base, size): the allocation that device address `ptr` lies in\n"
+"(cuMemGetAddressRange).  `ptr` is anything a copy takes as device memory.\n"
+"driver.LogicError (CUDA_ERROR_NOT_FOUND) when no allocation holds it.");
+
+static PyObject *
+bc_mem_get_address_range(PyObject *m, PyObject *arg)
+{
+    bc_State *st = bc_state_from_module(m);
+    CUdeviceptr ptr, base = 0;
+    size_t size = 0;
+    if (bc_pointer_convert(st, arg, &ptr, NULL) < 0 || bc_context_require(st) < 0)
+        return NULL;
+    if (bc_check(st, bc_drv.cuMemGetAddressRange(&base, &size, ptr), "cuMemGetAddressRange") < 0)
+        return NULL;
+    return Py_BuildValue("(Kn)", (unsigned long long)base, (Py_ssize_t)size);
+}
+
+static PyMethodDef pointer_functions[] = {
+    {"_host_buffer", (PyCFunction)(void (*)(void))bc_host_buffer, METH_FASTCALL, host_buffer_doc},
+    {"mem_get_address_range", bc_mem_get_address_range, METH_O, mem_get_address_range_doc},
+    {"pointer_get_attributes", bc_pointer_get_attributes, METH_O, pointer_get_attributes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+bc_pointer_setup(PyObject *m, bc_State *st)
+{
+    if (bc_add_type(m, &view_spec, NULL, &st->HostViewType) < 0)
+        return -1;
+    return PyModule_AddFunctions(m, pointer_functions);
+}
