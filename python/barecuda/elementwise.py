@@ -18,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from barecuda import _vec  # noqa: F401  registers float3, int2 ... with tools' dtype registry
 from barecuda import driver as _drv
 from barecuda._driver import _HotEntry as HotEntry
 from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
