@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from barecuda import _gather, _logic, _shape, _vec, cumath, tools
+from barecuda import _gather, _logic, _vec, cumath, tools
 from barecuda import driver as drv
 from barecuda import gpuarray as ga
 from barecuda.elementwise import ElementwiseKernel

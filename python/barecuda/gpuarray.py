@@ -25,7 +25,7 @@ from barecuda.reduction import ReductionKernel
 from barecuda.tools import dtype_to_ctype
 
 # Themes kept in their own modules (each fetches this one lazily, never at import):
-from barecuda import _gather, _interop, _logic, _shape
+from barecuda import _interop
 from barecuda._gather import (multi_put, multi_take, multi_take_put, subset_dot, subset_max,
                               subset_min, subset_sum, take)
 from barecuda._interop import _device_view, asarray, from_dlpack   # noqa: F401
