@@ -523,7 +523,8 @@ def test_cuda_array_interface(ctx):
     g = ga.zeros((3, 4), np.float32)
     cai = g.__cuda_array_interface__
     assert cai["shape"] == (3, 4) and cai["typestr"] == "<f4" and cai["data"][0] == g.ptr
-    assert cai["version"] == 3 and cai["strides"] is None
+    # strides always given (as PyCUDA): C-contiguous float32 (3, 4) -> (16, 4)
+    assert cai["version"] == 3 and cai["strides"] == (16, 4)
     assert g.T.__cuda_array_interface__["strides"] == (4, 16)
 
 

@@ -11,6 +11,7 @@ import pytest
 from barecuda import tools
 from barecuda import elementwise as ew
 from barecuda import gpuarray as ga
+from barecuda import _gather
 from barecuda import cumath, curandom
 from barecuda.elementwise import ElementwiseKernel
 from barecuda.reduction import ReductionKernel
@@ -271,8 +272,8 @@ def test_compile_unary_casts_and_helpers():
         ks.append(ga._fill_kernel(x))
         ks.append(ga._arange_kernel(x, np.dtype(np.float64)))
         ks.append(ga._arange_kernel(x, np.dtype(np.int64)))
-        ks.append(ga._take_kernel(x, np.dtype(np.int32)))
-        ks.append(ga._take_kernel(x, np.dtype(np.uint64)))
+        ks.append(_gather._take_kernel(x, np.dtype(np.int32)))
+        ks.append(_gather._take_kernel(x, np.dtype(np.uint64)))
         ks.append(ga._if_positive_kernel(x, x))
     _compile_in_batches(ks)
 

@@ -54,6 +54,8 @@ __all__ = ["SourceModule", "compile", "CompileError", "get_cache_dir",
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 #: barecuda's device headers, always on the include path.
 INCLUDE_DIR = os.path.join(_PACKAGE_DIR, "templates", "include")
+# stand-ins for <math.h>, <stdio.h> ... (NVRTC has no C library headers), searched last
+_NVRTC_STD_DIR = os.path.join(INCLUDE_DIR, "nvrtc_std")
 _HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inc", ".inl", ".cuinc")
 _ENTRY_MAGIC = b"BCKCACH1"
 _ENTRY_HEAD = struct.Struct("<8s32sBxxxIIQ32s")
@@ -613,7 +615,7 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     user_dirs = include_dirs + opt_incs
     if backend == "nvrtc":
         rest = opts + [f"--include-path={d}" for d in include_dirs + [INCLUDE_DIR]
-                       + _toolkit_include_dirs()]
+                       + _toolkit_include_dirs() + [_NVRTC_STD_DIR]]
         compiler_id = _nvrtc_identity()
     else:
         rest = opts + [f"-I{d}" for d in include_dirs + [INCLUDE_DIR]]

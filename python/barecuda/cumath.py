@@ -2,7 +2,9 @@
 """Elementwise math on GPUArrays, as ``pycuda.cumath``: fabs ceil floor exp log log10
 sqrt sin cos tan asin acos atan sinh cosh tanh fmod frexp ldexp modf.
 
-Each takes `stream=` and `out=`; output dtypes follow NumPy's ufuncs (float16 and
+Each takes keyword `stream=` and `out=`; the unary functions also take either
+one positionally after the array (a Stream or stream handle is the stream, a
+GPUArray the output), as PyCUDA's do.  Output dtypes follow NumPy's ufuncs (float16 and
 float32 in, same out; integers in, float out as NumPy chooses; complex where NumPy
 supports it, TypeError where it does not).
 """
@@ -80,8 +82,22 @@ def _finish(tmp, final, stream):
     return tmp
 
 
+def _stream_or_out(name, stream_or_out, stream, out):
+    """Split PyCUDA's positional `stream_or_out` into (stream, out)."""
+    if stream_or_out is None:
+        return stream, out
+    if isinstance(stream_or_out, _ga.GPUArray):
+        if out is not None:
+            raise TypeError(f"cumath.{name}: out given twice (positionally and as out=)")
+        return stream, stream_or_out
+    if stream is not None:
+        raise TypeError(f"cumath.{name}: stream given twice (positionally and as stream=)")
+    return stream_or_out, out
+
+
 def _make_unary(name):
-    def f(array, stream=None, out=None):
+    def f(array, stream_or_out=None, *, stream=None, out=None):
+        stream, out = _stream_or_out(name, stream_or_out, stream, out)
         if not isinstance(array, _ga.GPUArray):
             raise TypeError(f"cumath.{name} takes a GPUArray, not {type(array).__name__}")
         k = _func_kernel(name, array.dtype)
@@ -91,8 +107,10 @@ def _make_unary(name):
         return _finish(z, final, stream)
     f.__name__ = name
     f.__qualname__ = name
-    f.__doc__ = (f"{name}(array, stream=None, out=None)\n\nElementwise {name} "
-                 f"(as numpy.{_UNARY[name]}) of a GPUArray, as a new GPUArray or into out.")
+    f.__doc__ = (f"{name}(array, stream_or_out=None, *, stream=None, out=None)\n\nElementwise "
+                 f"{name} (as numpy.{_UNARY[name]}) of a GPUArray, as a new GPUArray or into "
+                 "out (a GPUArray of the result's shape and dtype); `stream_or_out` is either, "
+                 "as PyCUDA takes it.")
     return f
 
 
@@ -174,14 +192,25 @@ def frexp(arg, stream=None):
 
 
 def ldexp(significand, exponent, stream=None, out=None):
-    """ldexp(significand, exponent, stream=None, out=None): significand * 2**exponent
-    (exponent an integer GPUArray of the same shape, or an int)."""
+    """ldexp(significand, exponent, stream=None, out=None): significand * 2**exponent.
+
+    `exponent` is a GPUArray of the same shape or a number; floating exponents are
+    truncated toward zero (C's conversion to int, as PyCUDA's kernel does; NaN
+    counts as 0), huge ones saturate.  TypeError for complex exponents."""
     if not isinstance(significand, _ga.GPUArray):
         raise TypeError(f"cumath.ldexp takes GPUArrays, not {type(significand).__name__}")
     res = _float_dtype("ldexp", significand.dtype)
     scalar = not isinstance(exponent, _ga.GPUArray)
-    if not scalar and exponent.dtype.kind not in "iub":
-        raise TypeError(f"cumath.ldexp: exponent must be integers, not {exponent.dtype}")
+    if not scalar and exponent.dtype.kind not in "iubf":
+        raise TypeError(f"cumath.ldexp: exponent must be real numbers, not {exponent.dtype}")
+    if scalar:
+        if isinstance(exponent, (complex, np.complexfloating)) or \
+                not isinstance(exponent, (int, float, np.integer, np.floating, np.bool_)):
+            raise TypeError(f"cumath.ldexp: exponent must be a GPUArray or a real number, "
+                            f"not {type(exponent).__name__}")
+        if exponent != exponent:
+            exponent = 0
+        exponent = int(max(-100000, min(100000, exponent)))
     edt = np.dtype(np.int32) if scalar else exponent.dtype
     ct = "float" if res.itemsize <= 4 else "double"
     key = ("ldexp", significand.dtype, edt, scalar)
@@ -191,7 +220,10 @@ def ldexp(significand, exponent, stream=None, out=None):
         ev = "e" if scalar else "e[i]"
         k = _kernels[key] = _ga.ElementwiseKernel(
             f"{dtype_to_ctype(res)} *z, {dtype_to_ctype(significand.dtype)} *x, {edecl}",
-            f"long long ee = (long long){ev}; int ei = ee > 100000 ? 100000 : (ee < -100000 ? -100000 : (int)ee); "
+            (f"const double ed = bc_cast<double>({ev}); "
+             "const int ei = ed != ed ? 0 : (ed > 100000.0 ? 100000 : (ed < -100000.0 ? -100000 : (int)ed)); "
+             if edt.kind == "f" else
+             f"long long ee = (long long){ev}; int ei = ee > 100000 ? 100000 : (ee < -100000 ? -100000 : (int)ee); ") +
             f"z[i] = bc_cast<{dtype_to_ctype(res)}>(ldexp(bc_cast<{ct}>(x[i]), ei))",
             "bc_cumath_ldexp")
     arrays = [significand] if scalar else [significand, exponent]

@@ -18,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from barecuda import _vec  # noqa: F401  registers float3, int2 ... with tools' dtype registry
 from barecuda import driver as _drv
 from barecuda._driver import _HotEntry as HotEntry
 from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
@@ -140,6 +141,15 @@ def scalar_transport(arg):
     if dt == np.bool_:
         return (f"int {name}_bc_b", f"const bool {name} = {name}_bc_b != 0;", "i",
                 lambda v: 1 if v else 0, 1)
+    if dt.fields is not None:   # a struct (gpuarray.vec.float3 ...): its bytes, as given
+        def conv(v, _dt=dt):
+            a = np.asarray(v)
+            if a.dtype != _dt or a.size != 1:
+                a = np.array(v if a.dtype.fields is None else a.tolist(), dtype=_dt)
+            if a.size != 1:
+                raise ValueError(f"expected one {_dt} value, got {a.size}")
+            return a.tobytes()
+        return (f"{ctype} {name}", "", f"{dt.itemsize}s", conv, 1)
     ch = _STRUCT_CHAR.get(dt)
     if ch is None:
         raise TypeError(f"scalar argument '{name}' has dtype {dt}, which cannot be passed by value")

@@ -24,11 +24,22 @@ from barecuda.elementwise import ElementwiseKernel
 from barecuda.reduction import ReductionKernel
 from barecuda.tools import dtype_to_ctype
 
+# Themes kept in their own modules (each fetches this one lazily, never at import):
+from barecuda import _interop
+from barecuda._gather import (multi_put, multi_take, multi_take_put, subset_dot, subset_max,
+                              subset_min, subset_sum, take)
+from barecuda._interop import _device_view, asarray, from_dlpack   # noqa: F401
+from barecuda._logic import all, any, logical_and, logical_not, logical_or, where
+from barecuda._shape import concatenate, reshape, splay, stack, transpose
+from barecuda._vec import vec
+
 __all__ = ["GPUArray", "to_gpu", "to_gpu_async", "empty", "zeros", "ones", "full",
            "empty_like", "zeros_like", "ones_like", "arange", "if_positive", "maximum",
            "minimum", "take", "concatenate", "dot", "vdot", "sum", "max", "min", "subset_dot",
            "subset_max", "subset_min", "mean", "is_gpuarray", "ArrayFlags",
-           "asarray", "from_dlpack"]
+           "asarray", "from_dlpack", "vec", "stack", "transpose", "reshape", "any", "all",
+           "logical_and", "logical_or", "logical_not", "where", "subset_sum", "multi_take",
+           "multi_put", "multi_take_put", "splay", "real", "imag", "conj"]
 
 _array_alloc = _cdrv._array_alloc
 _SUPPORTED = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
@@ -55,6 +66,11 @@ def _check_dtype(dtype):
 
 
 def _norm_shape(shape):
+    if isinstance(shape, np.ndarray):   # a NumPy integer array (0-d or 1-d) as a shape
+        if shape.dtype.kind not in "iu" or shape.ndim > 1:
+            raise TypeError(f"a shape array must be 0-d or 1-d of integers, not {shape.ndim}-d "
+                            f"{shape.dtype}")
+        shape = shape.tolist()
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
     else:
@@ -253,18 +269,18 @@ class GPUArray(_cdrv._ArrayBase):
         # consumer that orders its work after stream 1 sees our writes.
         return {"shape": self.shape, "typestr": self.dtype.str,
                 "data": (self.ptr, False), "version": 3,
-                "strides": None if self._c else self.strides, "stream": 1}
+                "strides": self.strides, "stream": 1}
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule of this array (array API standard).  `stream`: the consumer's
         CUDA stream (an int; None or 1: the legacy default stream, -1: no ordering); it is
         made to wait for our work on the default stream.  `max_version` >= (1, 0) gives a
         versioned capsule.  copy=True exports a copy; dl_device must be this device."""
-        return _to_dlpack(self, stream, max_version, dl_device, copy)
+        return _interop._to_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
         """(kDLCUDA = 2, device ordinal)."""
-        return (_DL_CUDA, _device_ordinal())
+        return (_interop._DL_CUDA, _interop._device_ordinal())
 
     # ----------------------------------------------------------- transfers
 
@@ -425,7 +441,7 @@ class GPUArray(_cdrv._ArrayBase):
             raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
         if order not in ("C", "F", "c", "f"):
             raise ValueError(f"order must be 'C' or 'F', not {order!r}")
-        if shape == self.shape:
+        if shape == self.shape and (self._c if order in ("C", "c") else self._f):
             return self._view(self.shape, self.strides)
         if order in ("C", "c"):
             src = self if self._c else self._contiguous()
@@ -491,7 +507,7 @@ class GPUArray(_cdrv._ArrayBase):
     def __getitem__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
-        if any(i is Ellipsis for i in index):
+        if _builtins.any(i is Ellipsis for i in index):
             k = [n for n, i in enumerate(index) if i is Ellipsis]
             if len(k) > 1:
                 raise IndexError("an index can only have a single ellipsis ('...')")
@@ -671,9 +687,39 @@ class GPUArray(_cdrv._ArrayBase):
     def __abs__(self):
         return _unary("absolute", self)
 
-    def mul_add(self, selffac, other, otherfac, add_timer=None, stream=None):
-        """selffac * self + otherfac * other (PyCUDA)."""
-        return _binary("add", _binary("multiply", self, selffac), _binary("multiply", other, otherfac))
+    def mul_add(self, selffac, other, otherfac, add_timer=None, stream=None, out=None):
+        """mul_add(selffac, other, otherfac, add_timer=None, stream=None, out=None): ``selffac * self + otherfac * other``.
+
+        The factors are numbers or 0-d GPUArrays, `other` a GPUArray of this shape;
+        the result (NumPy's dtype) is a new array or `out`.  `add_timer` is accepted
+        for PyCUDA compatibility and ignored.
+        """
+        if not isinstance(other, GPUArray):
+            raise TypeError(f"mul_add(): other must be a GPUArray, not {type(other).__name__}")
+        return _binary("add", _binary("multiply", self, selffac, stream=stream),
+                       _binary("multiply", other, otherfac, stream=stream), out=out, stream=stream)
+
+    def reverse(self, stream=None):
+        """reverse(stream=None): a new array with the elements in reversed order.
+
+        The array is taken flat in its memory order (C, or F for an F-contiguous
+        array; other layouts are copied to C first) and the result has the same
+        shape and order, as PyCUDA's ``reverse``.
+        """
+        src = self if (self._c or self._f) else self._contiguous(stream)
+        out = _empty_as(src, self.dtype, stream)
+        if self.size:
+            k = _reverse_kernel(self.dtype)
+            k.launch_flat(self.size, [out.ptr, src.ptr], stream)
+        return out
+
+    def any(self, stream=None, allocator=None):
+        """any(stream=None, allocator=None): whether any element is true, as a 0-d bool GPUArray."""
+        return any(self, stream, allocator)
+
+    def all(self, stream=None, allocator=None):
+        """all(stream=None, allocator=None): whether every element is true, as a 0-d bool GPUArray."""
+        return all(self, stream, allocator)
 
     def conj(self, out=None, stream=None):
         """conj(out=None, stream=None): the complex conjugate, elementwise.
@@ -692,17 +738,27 @@ class GPUArray(_cdrv._ArrayBase):
 
     @property
     def real(self):
+        """The real part: this array for real dtypes, else a new array (C-contiguous,
+        or F-contiguous when this one is), as PyCUDA."""
         if self.dtype.kind != "c":
             return self
-        rdt = np.dtype(self.dtype.char.lower())
-        return self._view(self.shape, self.strides, 0, rdt)
+        return self._part(0)
 
     @property
     def imag(self):
+        """The imaginary part: zeros for real dtypes, else a new array (C-contiguous,
+        or F-contiguous when this one is), as PyCUDA."""
         if self.dtype.kind != "c":
             return zeros_like(self)
+        return self._part(1)
+
+    def _part(self, which):
         rdt = np.dtype(self.dtype.char.lower())
-        return self._view(self.shape, self.strides, rdt.itemsize, rdt)
+        part = self._view(self.shape, self.strides, which * rdt.itemsize, rdt)
+        out = GPUArray(self.shape, rdt, allocator=self.allocator,
+                       order="F" if (self._f and not self._c) else "C")
+        _strided_copy(out, part, None)
+        return out
 
     # ----------------------------------------------------------- reductions
 
@@ -795,6 +851,11 @@ def _kernel(key, arguments, operation, name, preamble=""):
     return k
 
 
+def _reverse_kernel(dt):
+    ct = dtype_to_ctype(dt)
+    return _kernel(("reverse", dt), f"{ct} *z, {ct} *x", "z[i] = x[n - 1 - i]", "bc_reverse")
+
+
 def _ct(dt):
     """C type computations in dtype dt run in (float for float16)."""
     return "float" if dt == np.float16 else dtype_to_ctype(dt)
@@ -847,7 +908,15 @@ def _strided_copy(dst, src, stream):
 def _fill(ary, value, stream):
     dt = ary.dtype
     try:
-        v = dt.type(value)
+        if dt.fields is not None:   # a struct (gpuarray.vec): a make_* value, tuple or number
+            v = np.asarray(value)
+            if v.dtype != dt:
+                v = np.array(value if v.dtype.fields is None else v.tolist(), dtype=dt)
+            if v.size != 1:
+                raise ValueError(f"one value is needed, got {v.size}")
+            v = v.reshape(())
+        else:
+            v = dt.type(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise type(exc)(f"fill(): cannot convert {value!r} to {dt}: {exc}") from None
     if dt.itemsize == 4 and hasattr(_drv, "memset_d32"):
@@ -971,14 +1040,18 @@ def _compute_dtype(op, x_dt, y_dt_or_scalar, res):
 
 
 def _binary_kernel(op, xd, yd, scalar, reverse, res, cd):
-    """Kernel z = op(x, y) (y an array of yd, or a scalar of the compute type cd)."""
+    """Kernel z = op(x, y) (y an array of yd, or a scalar of the compute type cd);
+    `scalar` "x0"/"y0": x or y is a 0-d array, its one element used for every i."""
     key = ("bin", op, xd, yd, scalar, reverse, res, cd)
     k = _kernels.get(key)
     if k is None:
         ct = _ct(cd)
         expr = _binop_expr(op, cd if cd != np.float16 else np.dtype(np.float32))
-        xa = f"bc_cast<{ct}>(x[i])"
-        if scalar:
+        xa = f"bc_cast<{ct}>(x[{'0' if scalar == 'x0' else 'i'}])"
+        if scalar in ("x0", "y0"):
+            ya = f"bc_cast<{ct}>(y[{'0' if scalar == 'y0' else 'i'}])"
+            sdecl = f"{dtype_to_ctype(yd)} *y"
+        elif scalar:
             ya = f"bc_cast<{ct}>(s)"
             sdecl = f"{dtype_to_ctype(cd)} s"
         else:
@@ -1068,6 +1141,8 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
         if z is not None:
             return z
     ty = type(y)
+    if ty is GPUArray and x.shape != y.shape and (x.shape == () or y.shape == ()):
+        return _binary_0d(op, x, y, out, stream)
     if ty is GPUArray:
         if x.shape != y.shape:
             raise ValueError(f"operands could not be used together: shapes {x.shape} and {y.shape} "
@@ -1116,6 +1191,28 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
                 _remember(_ELEMENTWISE[reverse][op], x.dtype, ty, res, k)
         return z
     return _to_out(k, [x.ptr] + s, x, res, out, op, stream)
+
+
+def _binary_0d(op, x, y, out, stream):
+    """op(x, y) where one of x, y is 0-d and the other not: the 0-d array acts as a
+    scalar kept on the device (its dtype counts in the promotion, as a NumPy 0-d
+    array's does)."""
+    mode, big = ("y0", x) if y.shape == () else ("x0", y)
+    res = _result_dtype(op, x.dtype, y.dtype)
+    cd = _compute_dtype(op, x.dtype, y.dtype, res)
+    k = _binary_kernel(op, x.dtype, y.dtype, mode, False, res, cd)
+    if not (big._c or big._f):
+        big = big._contiguous(stream)
+        if mode == "y0":
+            x = big
+        else:
+            y = big
+    if out is None:
+        z = _empty_as(big, res, stream)
+        if big.size:
+            k.launch_flat(big.size, [z.ptr, x.ptr, y.ptr], stream)
+        return z
+    return _to_out(k, [x.ptr, y.ptr], big, res, out, op, stream)
 
 
 def _remember(table, xdt, key, res, k):
@@ -1260,8 +1357,12 @@ def full(shape, fill_value, dtype=None, allocator=None, order="C", stream=None):
 
 
 def _like(other, dtype, order):
+    if not isinstance(other, GPUArray):
+        raise TypeError(f"other must be a GPUArray, not {type(other).__name__}")
     dtype = other.dtype if dtype is None else dtype
-    if order == "K" or order is None:
+    if order in ("K", "A", "k", "a") or order is None:
+        # "A": F when other is F-contiguous (and not C), else C; "K" the same here,
+        # since the result is always contiguous
         order = "F" if (other._f and not other._c) else "C"
     return order, dtype
 
@@ -1399,65 +1500,6 @@ def minimum(a, b, out=None, stream=None):
     if not isinstance(a, GPUArray):
         a, b = b, a
     return _binary("minimum", a, b, out=out, stream=stream)
-
-
-def _take_kernel(dt, idt):
-    vt, it = dtype_to_ctype(dt), dtype_to_ctype(idt)
-    return _kernel(("take", dt, idt), f"{vt} *z, {vt} *a, {it} *idx", "z[i] = a[idx[i]]", "bc_take")
-
-
-def take(a, indices, out=None, stream=None):
-    """a.ravel()[indices] for an integer index array (bounds are the caller's duty)."""
-    if not isinstance(a, GPUArray) or not isinstance(indices, GPUArray):
-        raise TypeError("take(): a and indices must be GPUArrays")
-    if indices.dtype.kind not in "iu":
-        raise TypeError(f"take(): indices must be integers, not {indices.dtype}")
-    src = a._contiguous(stream)
-    idx = indices._contiguous(stream)
-    k = _take_kernel(a.dtype, idx.dtype)
-    if out is None:
-        out = GPUArray(idx.shape, a.dtype, allocator=a.allocator, stream=stream)
-    elif out.dtype != a.dtype or out.size != idx.size or not out._c:
-        raise ValueError("take(): out must be a contiguous array of the indices' size and a's dtype")
-    k.launch_flat(idx.size, [out.ptr, src.ptr, idx.ptr], stream)
-    return out
-
-
-def concatenate(arrays, axis=0, allocator=None, stream=None):
-    """Join arrays of one dtype along an existing axis."""
-    arrays = list(arrays)
-    if not arrays:
-        raise ValueError("need at least one array to concatenate")
-    first = arrays[0]
-    for a in arrays:
-        if not isinstance(a, GPUArray):
-            raise TypeError("concatenate(): every item must be a GPUArray")
-        if a.dtype != first.dtype:
-            raise TypeError(f"concatenate(): dtypes differ ({first.dtype}, {a.dtype})")
-        if a.ndim != first.ndim:
-            raise ValueError("concatenate(): arrays must have the same number of dimensions")
-    if first.ndim == 0:
-        raise ValueError("zero-dimensional arrays cannot be concatenated")
-    axis = operator.index(axis)
-    if not -first.ndim <= axis < first.ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {first.ndim}")
-    axis %= first.ndim
-    for a in arrays:
-        if a.shape[:axis] + a.shape[axis + 1:] != first.shape[:axis] + first.shape[axis + 1:]:
-            raise ValueError("concatenate(): all dimensions but the axis must match")
-    total = _builtins.sum(a.shape[axis] for a in arrays)
-    shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
-    out = GPUArray(shape, first.dtype, allocator=allocator or first.allocator, stream=stream)
-    pos = 0
-    for a in arrays:
-        n = a.shape[axis]
-        if n:
-            sl = (slice(None),) * axis + (slice(pos, pos + n),)
-            _strided_copy(out[sl], a, stream)
-        pos += n
-    return out
-
-
 
 
 # ------------------------------------------------------------------ reductions
@@ -1620,33 +1662,6 @@ def vdot(a, b, dtype=None, stream=None):
     return _dot(a, b, dtype, stream, True)
 
 
-def _subset_check(subset, arrays):
-    if not isinstance(subset, GPUArray) or subset.dtype.kind not in "iu":
-        raise TypeError("subset must be a GPUArray of integer indices")
-    for x in arrays:
-        if not isinstance(x, GPUArray):
-            raise TypeError("subset reductions take GPUArrays")
-    return subset._contiguous()
-
-
-def subset_dot(subset, a, b, dtype=None, stream=None):
-    """sum(a[subset] * b[subset]) as a 0-d GPUArray."""
-    idx = _subset_check(subset, (a, b))
-    return dot(take(a, idx, stream=stream), take(b, idx, stream=stream), dtype, stream)
-
-
-def subset_max(subset, a, stream=None):
-    """max(a[subset]) as a 0-d GPUArray."""
-    idx = _subset_check(subset, (a,))
-    return max(take(a, idx, stream=stream), stream)
-
-
-def subset_min(subset, a, stream=None):
-    """min(a[subset]) as a 0-d GPUArray."""
-    idx = _subset_check(subset, (a,))
-    return min(take(a, idx, stream=stream), stream)
-
-
 def real(a):
     """The real part of GPUArray `a` (a view; `a` itself for real dtypes), as ``a.real``."""
     return a.real
@@ -1660,161 +1675,3 @@ def imag(a):
 def conj(a, out=None, stream=None):
     """conj(a, out=None, stream=None): the complex conjugate of GPUArray `a`, as ``a.conj()``."""
     return a.conj(out, stream)
-
-
-# ------------------------------------------------------------------ interop: DLPack, CAI
-
-# Zero-copy exchange with CuPy, PyTorch, Numba, JAX...: GPUArray exports DLPack
-# (__dlpack__/__dlpack_device__) and the CUDA array interface v3; from_dlpack() and
-# asarray() take either protocol and return views that keep the producer alive.
-# Stream rules: our work runs on the legacy default stream (handle 1) unless a stream
-# is given; as a producer we make the consumer's stream wait for it (an event), as a
-# consumer we ask producers to order their work before stream 1.
-
-_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
-_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
-_LEGACY = 1
-
-
-def _device_ordinal():
-    return _drv.Context.get_device().handle
-
-
-def _wait_on(waiter, producer):
-    """Make stream `waiter` (an int handle) wait for work queued so far on `producer`."""
-    ev = _drv.Event(_drv.event_flags.DISABLE_TIMING)
-    ev.record(_drv.Stream.from_handle(producer))
-    _drv.Stream.from_handle(waiter).wait_for_event(ev)
-
-
-def _to_dlpack(a, stream, max_version, dl_device, copy):
-    dev = (_DL_CUDA, _device_ordinal())
-    if dl_device is not None and tuple(dl_device) != dev:
-        raise BufferError(f"__dlpack__: this GPUArray lives on device {dev} (kDLCUDA=2); "
-                          f"exporting to {tuple(dl_device)} is not supported")
-    if stream is not None:
-        if isinstance(stream, bool) or not isinstance(stream, int):
-            raise TypeError(f"__dlpack__: stream must be an int or None, not {type(stream).__name__}")
-        if stream == 0:
-            raise ValueError("__dlpack__: stream 0 is ambiguous for CUDA; pass 1 (legacy default), "
-                             "2 (per-thread default), a stream handle, or -1")
-    code = _DL_CODES.get(a.dtype.kind)
-    if code is None or a.dtype.fields is not None:
-        raise BufferError(f"__dlpack__: dtype {a.dtype} has no DLPack type")
-    if copy:
-        a = a.copy()
-    if stream is not None and stream not in (-1, _LEGACY):
-        _wait_on(stream, _LEGACY)
-    if a._c:
-        strides = None
-    else:
-        isz = a.dtype.itemsize
-        if any(s % isz for s in a.strides):
-            raise BufferError(f"__dlpack__: strides {a.strides} are not multiples of the "
-                              f"item size {isz}")
-        strides = [s // isz for s in a.strides]
-    versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
-    return _cdrv._to_dlpack(a, a.ptr, a.shape, strides, code, a.dtype.itemsize * 8, dev[1],
-                           versioned, False, bool(copy))
-
-
-class _DLPackKeep:
-    """Keeps a consumed DLPack tensor (its deleter runs when this dies) and its producer."""
-    __slots__ = ("capsule", "producer", "read_only")
-
-    def __init__(self, capsule, producer, read_only):
-        self.capsule = capsule
-        self.producer = producer
-        self.read_only = read_only
-
-
-def _view(ptr, shape, strides, dtype, keep):
-    dtype = _check_dtype(dtype)
-    return GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)
-
-
-def from_dlpack(obj):
-    """A GPUArray viewing the device memory of `obj` (no copy): anything with
-    __dlpack__/__dlpack_device__ on a CUDA device (a CuPy array, a torch tensor, a JAX
-    array...) or a DLPack capsule.  The producer orders its pending work before our
-    default stream (we pass stream=1) and stays alive as long as the view."""
-    if isinstance(obj, GPUArray):
-        return obj
-    if type(obj).__name__ == "PyCapsule":
-        cap, producer = obj, None
-    else:
-        get_dev = getattr(obj, "__dlpack_device__", None)
-        export = getattr(obj, "__dlpack__", None)
-        if get_dev is None or export is None:
-            raise TypeError(f"from_dlpack(): {type(obj).__name__} does not support the DLPack "
-                            f"protocol (__dlpack__ and __dlpack_device__)")
-        dev = tuple(get_dev())
-        if dev[0] not in (_DL_CUDA, _DL_CUDA_MANAGED):
-            raise BufferError(f"from_dlpack(): the array lives on DLPack device {dev} "
-                              f"(kDLCUDA=2 needed): copy host arrays with to_gpu()/asarray()")
-        try:
-            cap = export(stream=_LEGACY, max_version=(1, 0))
-        except TypeError:  # producers of DLPack < 1.0 do not take max_version
-            cap = export(stream=_LEGACY)
-        producer = obj
-    ptr, shape, strides, typestr, dev_type, _dev_id, keep, ro = _cdrv._from_dlpack(cap)
-    if dev_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
-        raise BufferError(f"from_dlpack(): the capsule holds memory of DLPack device type "
-                          f"{dev_type}, not CUDA (2)")
-    return _view(ptr, shape, strides, typestr, _DLPackKeep(keep, producer, ro))
-
-
-def _from_cai(obj, cai):
-    if not isinstance(cai, dict):
-        raise TypeError(f"__cuda_array_interface__ of {type(obj).__name__} is not a dict")
-    if cai.get("mask") is not None:
-        raise TypeError("asarray(): masked CUDA arrays (a __cuda_array_interface__ with a "
-                        "mask) are not supported")
-    try:
-        shape = tuple(cai["shape"])
-        typestr = cai["typestr"]
-        ptr = cai["data"][0]
-    except (KeyError, TypeError, IndexError):
-        raise TypeError("__cuda_array_interface__ must have shape, typestr and data: "
-                        "(ptr, readonly)") from None
-    strides = cai.get("strides")
-    if cai.get("version", 0) >= 3:
-        stream = cai.get("stream")
-        # 0 is forbidden by the spec (ambiguous); read it, like 1, as the legacy stream.
-        if stream is not None and stream not in (0, _LEGACY):
-            _wait_on(_LEGACY, stream)
-    dtype = np.dtype(typestr)
-    if cai.get("descr") is not None and len(cai["descr"]) > 1:
-        dtype = np.dtype([tuple(d) for d in cai["descr"]])
-    return _view(ptr or 0, shape, None if strides is None else tuple(strides), dtype, obj)
-
-
-def _device_view(obj):
-    """A zero-copy GPUArray view of another library's device array, or None when `obj`
-    exports neither __cuda_array_interface__ nor DLPack on a CUDA device."""
-    if isinstance(obj, np.ndarray):
-        return None
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:
-        if isinstance(cai, dict) and cai.get("version", 0) < 3 and hasattr(obj, "__dlpack__"):
-            return from_dlpack(obj)   # a CAI v2 says nothing of streams (torch): DLPack does
-        return _from_cai(obj, cai)
-    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__") and \
-            obj.__dlpack_device__()[0] in (_DL_CUDA, _DL_CUDA_MANAGED):
-        return from_dlpack(obj)
-    return None
-
-
-def asarray(obj, dtype=None, stream=None):
-    """A GPUArray for `obj`: a GPUArray itself (cast with astype if `dtype` differs),
-    a zero-copy view of an object exporting __cuda_array_interface__ (v2/v3, whose
-    `stream` our default stream waits for) or DLPack on a CUDA device, else a copy of
-    ``numpy.asarray(obj, dtype)`` on the device."""
-    if not isinstance(obj, GPUArray):
-        view = _device_view(obj)
-        if view is None:
-            return to_gpu(np.asarray(obj, dtype=dtype), stream=stream)
-        obj = view
-    if dtype is not None and np.dtype(dtype) != obj.dtype:
-        return obj.astype(dtype, stream=stream)
-    return obj

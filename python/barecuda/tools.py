@@ -217,10 +217,15 @@ class ScalarArg(Argument):
 
     @property
     def struct_char(self):
-        """The ``Function.prepare`` format of the dtype: its character (e.g. "f"), or
-        "<n>s" for a struct dtype of n bytes (as PyCUDA)."""
-        if self.dtype.char == "V":
+        """The ``struct``/``Function.prepare`` format character of the dtype (e.g. "f").
+
+        Raises TypeError for complex, float16 and bool, which have none.  A struct
+        dtype (a ``gpuarray.vec`` type) gives its byte count, e.g. "12s" for float3.
+        """
+        if self.dtype.fields is not None:
             return f"{self.dtype.itemsize}s"
+        if self.dtype.kind == "c" or self.dtype == _np.float16 or self.dtype == _np.bool_:
+            raise TypeError(f"{self.dtype} has no struct format character")
         return self.dtype.char
 
 

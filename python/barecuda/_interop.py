@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""Zero-copy exchange of GPUArrays with CuPy, PyTorch, Numba, JAX...: DLPack
+(``GPUArray.__dlpack__``/``__dlpack_device__``, :func:`from_dlpack`) and the CUDA
+array interface v3 (:func:`asarray` reads it); re-exported by :mod:`barecuda.gpuarray`.
+
+Imported views keep their producer alive.  Stream rules: our work runs on the
+legacy default stream (handle 1) unless a stream is given; as a producer we make
+the consumer's stream wait for it (an event), as a consumer we ask producers to
+order their work before stream 1.
+"""
+
+import numpy as np
+
+from barecuda import _driver as _cdrv
+from barecuda import driver as _drv
+
+__all__ = ["from_dlpack", "asarray"]
+
+_ga_module = None
+
+
+def _ga():
+    """barecuda.gpuarray (it imports this module, so it is fetched on first use)."""
+    global _ga_module
+    if _ga_module is None:
+        from barecuda import gpuarray
+        _ga_module = gpuarray
+    return _ga_module
+
+_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+_LEGACY = 1
+
+
+def _device_ordinal():
+    return _drv.Context.get_device().handle
+
+
+def _wait_on(waiter, producer):
+    """Make stream `waiter` (an int handle) wait for work queued so far on `producer`."""
+    ev = _drv.Event(_drv.event_flags.DISABLE_TIMING)
+    ev.record(_drv.Stream.from_handle(producer))
+    _drv.Stream.from_handle(waiter).wait_for_event(ev)
+
+
+def _to_dlpack(a, stream, max_version, dl_device, copy):
+    dev = (_DL_CUDA, _device_ordinal())
+    if dl_device is not None and tuple(dl_device) != dev:
+        raise BufferError(f"__dlpack__: this GPUArray lives on device {dev} (kDLCUDA=2); "
+                          f"exporting to {tuple(dl_device)} is not supported")
+    if stream is not None:
+        if isinstance(stream, bool) or not isinstance(stream, int):
+            raise TypeError(f"__dlpack__: stream must be an int or None, not {type(stream).__name__}")
+        if stream == 0:
+            raise ValueError("__dlpack__: stream 0 is ambiguous for CUDA; pass 1 (legacy default), "
+                             "2 (per-thread default), a stream handle, or -1")
+    code = _DL_CODES.get(a.dtype.kind)
+    if code is None or a.dtype.fields is not None:
+        raise BufferError(f"__dlpack__: dtype {a.dtype} has no DLPack type")
+    if copy:
+        a = a.copy()
+    if stream is not None and stream not in (-1, _LEGACY):
+        _wait_on(stream, _LEGACY)
+    if a._c:
+        strides = None
+    else:
+        isz = a.dtype.itemsize
+        if any(s % isz for s in a.strides):
+            raise BufferError(f"__dlpack__: strides {a.strides} are not multiples of the "
+                              f"item size {isz}")
+        strides = [s // isz for s in a.strides]
+    versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
+    return _cdrv._to_dlpack(a, a.ptr, a.shape, strides, code, a.dtype.itemsize * 8, dev[1],
+                           versioned, False, bool(copy))
+
+
+class _DLPackKeep:
+    """Keeps a consumed DLPack tensor (its deleter runs when this dies) and its producer."""
+    __slots__ = ("capsule", "producer", "read_only")
+
+    def __init__(self, capsule, producer, read_only):
+        self.capsule = capsule
+        self.producer = producer
+        self.read_only = read_only
+
+
+def _view(ptr, shape, strides, dtype, keep):
+    ga = _ga()
+    dtype = ga._check_dtype(dtype)
+    return ga.GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)
+
+
+def from_dlpack(obj):
+    """A GPUArray viewing the device memory of `obj` (no copy): anything with
+    __dlpack__/__dlpack_device__ on a CUDA device (a CuPy array, a torch tensor, a JAX
+    array...) or a DLPack capsule.  The producer orders its pending work before our
+    default stream (we pass stream=1) and stays alive as long as the view."""
+    if isinstance(obj, _ga().GPUArray):
+        return obj
+    if type(obj).__name__ == "PyCapsule":
+        cap, producer = obj, None
+    else:
+        get_dev = getattr(obj, "__dlpack_device__", None)
+        export = getattr(obj, "__dlpack__", None)
+        if get_dev is None or export is None:
+            raise TypeError(f"from_dlpack(): {type(obj).__name__} does not support the DLPack "
+                            f"protocol (__dlpack__ and __dlpack_device__)")
+        dev = tuple(get_dev())
+        if dev[0] not in (_DL_CUDA, _DL_CUDA_MANAGED):
+            raise BufferError(f"from_dlpack(): the array lives on DLPack device {dev} "
+                              f"(kDLCUDA=2 needed): copy host arrays with to_gpu()/asarray()")
+        try:
+            cap = export(stream=_LEGACY, max_version=(1, 0))
+        except TypeError:  # producers of DLPack < 1.0 do not take max_version
+            cap = export(stream=_LEGACY)
+        producer = obj
+    ptr, shape, strides, typestr, dev_type, _dev_id, keep, ro = _cdrv._from_dlpack(cap)
+    if dev_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
+        raise BufferError(f"from_dlpack(): the capsule holds memory of DLPack device type "
+                          f"{dev_type}, not CUDA (2)")
+    return _view(ptr, shape, strides, typestr, _DLPackKeep(keep, producer, ro))
+
+
+def _from_cai(obj, cai):
+    if not isinstance(cai, dict):
+        raise TypeError(f"__cuda_array_interface__ of {type(obj).__name__} is not a dict")
+    if cai.get("mask") is not None:
+        raise TypeError("asarray(): masked CUDA arrays (a __cuda_array_interface__ with a "
+                        "mask) are not supported")
+    try:
+        shape = tuple(cai["shape"])
+        typestr = cai["typestr"]
+        ptr = cai["data"][0]
+    except (KeyError, TypeError, IndexError):
+        raise TypeError("__cuda_array_interface__ must have shape, typestr and data: "
+                        "(ptr, readonly)") from None
+    strides = cai.get("strides")
+    if cai.get("version", 0) >= 3:
+        stream = cai.get("stream")
+        # 0 is forbidden by the spec (ambiguous); read it, like 1, as the legacy stream.
+        if stream is not None and stream not in (0, _LEGACY):
+            _wait_on(_LEGACY, stream)
+    dtype = np.dtype(typestr)
+    if cai.get("descr") is not None and len(cai["descr"]) > 1:
+        dtype = np.dtype([tuple(d) for d in cai["descr"]])
+    return _view(ptr or 0, shape, None if strides is None else tuple(strides), dtype, obj)
+
+
+def _device_view(obj):
+    """A zero-copy GPUArray view of another library's device array, or None when `obj`
+    exports neither __cuda_array_interface__ nor DLPack on a CUDA device."""
+    if isinstance(obj, np.ndarray):
+        return None
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        if isinstance(cai, dict) and cai.get("version", 0) < 3 and hasattr(obj, "__dlpack__"):
+            return from_dlpack(obj)   # a CAI v2 says nothing of streams (torch): DLPack does
+        return _from_cai(obj, cai)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__") and \
+            obj.__dlpack_device__()[0] in (_DL_CUDA, _DL_CUDA_MANAGED):
+        return from_dlpack(obj)
+    return None
+
+
+def asarray(obj, dtype=None, stream=None):
+    """A GPUArray for `obj`: a GPUArray itself (cast with astype if `dtype` differs),
+    a zero-copy view of an object exporting __cuda_array_interface__ (v2/v3, whose
+    `stream` our default stream waits for) or DLPack on a CUDA device, else a copy of
+    ``numpy.asarray(obj, dtype)`` on the device."""
+    if not isinstance(obj, _ga().GPUArray):
+        view = _device_view(obj)
+        if view is None:
+            return _ga().to_gpu(np.asarray(obj, dtype=dtype), stream=stream)
+        obj = view
+    if dtype is not None and np.dtype(dtype) != obj.dtype:
+        return obj.astype(dtype, stream=stream)
+    return obj
