@@ -187,49 +187,71 @@ try_nvrtc(const char *path, int flags)
     return h;
 }
 
-/* Try dir/<soname> for each known soname; records the tries in `searched`. */
-static void *
-try_nvrtc_dir(const char *dir, const char *sub, char *searched, size_t cap)
+/* Try dir/<soname> for each known soname. */
+static int
+try_nvrtc_dir(const char *dir, void *arg)
 {
-    char path[4096];
+    char path[4096 + 32];
     for (size_t i = 0; i < BC_COUNT(nvrtc_sonames); i++) {
-        snprintf(path, sizeof path, "%s%s/%s", dir, sub, nvrtc_sonames[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, nvrtc_sonames[i]);
         void *h = try_nvrtc(path, RTLD_NOW | RTLD_LOCAL);
-        if (h)
-            return h;
+        if (h) {
+            *(void **)arg = h;
+            return 1;
+        }
     }
-    append(searched, cap, "\n  %s%s", dir, sub);
-    return NULL;
+    return 0;
 }
 
-/* NVIDIA's pip wheels: <entry>/nvidia/cu13/lib and <entry>/nvidia/cuda_nvrtc/lib
- * for every sys.path entry. */
-static void *
-try_nvrtc_wheels(char *searched, size_t cap)
+static int
+visit_dir(const char *dir, const char *sub, bc_dir_visitor visit, void *arg, char *searched,
+          size_t cap)
 {
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s", dir, sub);
+    if (visit(path, arg))
+        return 1;
+    append(searched, cap, "\n  %s", path);
+    return 0;
+}
+
+int
+bc_loader_search_toolkit(const char *wheel, bc_dir_visitor visit, void *arg, char *searched,
+                         size_t cap)
+{
+    /* NVIDIA's pip wheels: <entry>/nvidia/cu13/lib and <entry>/nvidia/<wheel>/lib
+     * for every sys.path entry. */
     PyObject *path = PySys_GetObject("path"); /* borrowed */
-    if (path == NULL || !PyList_Check(path))
-        return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
-        PyObject *entry = PyList_GET_ITEM(path, i);
-        if (!PyUnicode_Check(entry))
-            continue;
-        const char *dir = PyUnicode_AsUTF8(entry);
-        if (dir == NULL) {
-            PyErr_Clear();
-            continue;
+    if (path != NULL && PyList_Check(path)) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "/nvidia/%s/lib", wheel);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
+            PyObject *entry = PyList_GET_ITEM(path, i);
+            if (!PyUnicode_Check(entry))
+                continue;
+            const char *dir = PyUnicode_AsUTF8(entry);
+            if (dir == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            char probe[4096];
+            snprintf(probe, sizeof probe, "%s/nvidia", dir);
+            if (access(probe, F_OK) != 0)
+                continue;
+            if (visit_dir(dir, "/nvidia/cu13/lib", visit, arg, searched, cap) ||
+                visit_dir(dir, sub, visit, arg, searched, cap))
+                return 1;
         }
-        char probe[4096];
-        snprintf(probe, sizeof probe, "%s/nvidia", dir);
-        if (access(probe, F_OK) != 0)
-            continue;
-        void *h = try_nvrtc_dir(dir, "/nvidia/cu13/lib", searched, cap);
-        if (h == NULL)
-            h = try_nvrtc_dir(dir, "/nvidia/cuda_nvrtc/lib", searched, cap);
-        if (h)
-            return h;
     }
-    return NULL;
+    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
+    for (size_t i = 0; i < BC_COUNT(envs); i++) {
+        const char *root = getenv(envs[i]);
+        if (root && root[0] &&
+            (visit_dir(root, "/lib64", visit, arg, searched, cap) ||
+             visit_dir(root, "/lib", visit, arg, searched, cap)))
+            return 1;
+    }
+    return visit_dir("/usr/local/cuda", "/lib64", visit, arg, searched, cap);
 }
 
 int
@@ -259,19 +281,8 @@ bc_loader_load_nvrtc(bc_State *st)
         h = try_nvrtc(nvrtc_sonames[i], RTLD_NOW | RTLD_NOLOAD);
     if (h == NULL) {
         append(searched, sizeof searched, "\n  an NVRTC already loaded in the process");
-        h = try_nvrtc_wheels(searched, sizeof searched);
+        bc_loader_search_toolkit("cuda_nvrtc", try_nvrtc_dir, &h, searched, sizeof searched);
     }
-    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
-    for (size_t i = 0; h == NULL && i < BC_COUNT(envs); i++) {
-        const char *root = getenv(envs[i]);
-        if (root && root[0]) {
-            h = try_nvrtc_dir(root, "/lib64", searched, sizeof searched);
-            if (h == NULL)
-                h = try_nvrtc_dir(root, "/lib", searched, sizeof searched);
-        }
-    }
-    if (h == NULL)
-        h = try_nvrtc_dir("/usr/local/cuda", "/lib64", searched, sizeof searched);
     for (size_t i = 0; h == NULL && i < BC_COUNT(nvrtc_sonames); i++)
         h = try_nvrtc(nvrtc_sonames[i], RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {

@@ -31,7 +31,7 @@
     X(cuCtxGetStreamPriorityRange)                                              \
     X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)              \
     X(cuModuleGetGlobal) X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete)     \
-    X(cuLinkDestroy)                                                            \
+    X(cuLinkDestroy) X(cuLinkAddFile)                                           \
     X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)         \
     X(cuFuncGetName) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuLaunchKernelEx) \
     X(cuLaunchCooperativeKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
@@ -101,6 +101,17 @@ extern int bc_forked_child; /* 1 in a child forked after the driver was initiali
 int bc_loader_load_driver(bc_State *st);
 /* Load libnvrtc if not done yet; 0 or -1 with Error set. */
 int bc_loader_load_nvrtc(bc_State *st);
+
+/* Walk the directories where CUDA toolkit libraries are looked for, in the
+ * README's order: for every sys.path entry holding NVIDIA's pip wheels,
+ * nvidia/cu13/lib and nvidia/<wheel>/lib; $CUDA_HOME/lib64 and /lib;
+ * $CUDA_PATH/lib64 and /lib; /usr/local/cuda/lib64.  visit(dir, arg) returns
+ * nonzero to stop (found); each directory it declines is appended to
+ * `searched` (one per line).  Returns 1 when a visit stopped the walk, else 0.
+ * Needs the GIL (reads sys.path). */
+typedef int (*bc_dir_visitor)(const char *dir, void *arg);
+int bc_loader_search_toolkit(const char *wheel, bc_dir_visitor visit, void *arg,
+                             char *searched, size_t cap);
 
 #define BC_REQUIRE_DRIVER(st, fail)                                            \
     do {                                                                       \

@@ -19,7 +19,7 @@
     X(ModuleGlobalType)                                                        \
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
-    X(ArrayBaseType) X(HotEntryType) X(OpTableType)                            \
+    X(ArrayBaseType) X(HotEntryType) X(OpTableType) X(LinkerType)             \
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
@@ -69,6 +69,7 @@ int bc_memory_setup(PyObject *m, bc_State *st);
 int bc_hostmem_setup(PyObject *m, bc_State *st);
 int bc_memcpy_setup(PyObject *m, bc_State *st);
 int bc_cumodule_setup(PyObject *m, bc_State *st);
+int bc_linker_setup(PyObject *m, bc_State *st);
 int bc_function_setup(PyObject *m, bc_State *st);
 int bc_graph_setup(PyObject *m, bc_State *st);
 int bc_nvrtc_setup(PyObject *m, bc_State *st);
