@@ -539,3 +539,37 @@ def test_unfinished_linker_is_released_quietly(ctx):
     assert linker.closed
     with pytest.raises(drv.LogicError, match="closed"):
         linker.link_module()
+
+
+# Every thread of every block launches a grid like its own until max_depth:
+# each block has `fan` threads and spawns fan * gridDim.x blocks below it.
+BLOCK_TREE = """
+__device__ int blocks_seen = 0;
+
+__global__ void tree(int max_depth, int depth)
+{
+    if (threadIdx.x == 0)
+        atomicAdd(&blocks_seen, 1);
+    if (depth + 1 < max_depth)
+        tree<<<gridDim.x, blockDim.x>>>(max_depth, depth + 1);
+}
+"""
+
+
+@pytest.mark.gpu
+@needs_cudadevrt
+@pytest.mark.parametrize("max_depth", [1, 2, 3])
+def test_block_tree_counts_with_prepared_calls(ctx, max_depth):
+    ctx.set_limit(drv.limit.DEV_RUNTIME_SYNC_DEPTH, max_depth)   # ignored where refused
+    mod = DynamicSourceModule(BLOCK_TREE, cache_dir=False)
+    counter, size = mod.get_global("blocks_seen")
+    assert size == 4
+    drv.memset_d32(counter, 0, 1)
+    tree = mod.get_function("tree").prepare("ii")
+    grid, threads = 2, 2
+    tree.prepared_call((grid, 1), (threads, 1, 1), max_depth, 0)
+    ctx.synchronize()
+    seen = np.empty(1, np.int32)
+    drv.memcpy_dtoh(seen, counter)
+    expect = sum(grid * (grid * threads) ** d for d in range(max_depth))
+    assert int(seen[0]) == expect
