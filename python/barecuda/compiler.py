@@ -901,9 +901,10 @@ class DynamicModule:
         self.  nvcc-style options as for SourceModule; link-time ones
         (``-lcudadevrt``) are dropped and ``-rdc=true`` is added."""
         linker = self._open_linker()
-        image = compile(source, self.nvcc, _rdc_options(nvcc_options), self.keep,
-                        self.no_extern_c, self.arch, self.code, self.cache_dir,
-                        self.include_dirs, target="cubin")
+        image = compile(source, nvcc=self.nvcc, options=_rdc_options(nvcc_options),
+                        keep=self.keep, no_extern_c=self.no_extern_c, arch=self.arch,
+                        code=self.code, cache_dir=self.cache_dir,
+                        include_dirs=self.include_dirs, target="cubin")
         # a CUBIN (ELF) for the device's architecture, else PTX (see compile)
         if bytes(image[:4]) == b"\x7fELF":
             kind = _drv.jit_input_type.CUBIN
