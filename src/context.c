@@ -536,7 +536,9 @@ int_arg(PyObject *arg, const char *what, long lo, long hi, long *out)
 }
 
 PyDoc_STRVAR(set_limit_doc,
-"set_limit(limit, value)\n--\n\nSet a limit (limit.STACK_SIZE, ...) of the current context (static).");
+"set_limit(limit, value)\n--\n\nSet a limit (limit.STACK_SIZE, ...) of the current context (static).\n"
+"limit.DEV_RUNTIME_SYNC_DEPTH is accepted and ignored on devices where the driver\n"
+"refuses it (compute capability 9.0 and newer: device code cannot synchronize there).");
 
 static PyObject *
 context_set_limit(PyObject *type, PyObject *args)
@@ -549,7 +551,13 @@ context_set_limit(PyObject *type, PyObject *args)
     if (int_arg(which, "limit", 0, CU_LIMIT_MAX - 1, &limit) < 0)
         return NULL;
     CURRENT_CONTEXT_OR_FAIL(st, type);
-    if (bc_check(st, bc_drv.cuCtxSetLimit((CUlimit)limit, (size_t)value), "cuCtxSetLimit") < 0)
+    CUresult rc = bc_drv.cuCtxSetLimit((CUlimit)limit, (size_t)value);
+    /* From compute capability 9.0 on, device code cannot call cudaDeviceSynchronize
+     * (CUDA 12's dynamic parallelism), so the sync depth limits nothing and the
+     * driver refuses it: setting it is then a no-op, as older programs expect. */
+    if (rc == CUDA_ERROR_UNSUPPORTED_LIMIT && limit == CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH)
+        Py_RETURN_NONE;
+    if (bc_check(st, rc, "cuCtxSetLimit") < 0)
         return NULL;
     Py_RETURN_NONE;
 }

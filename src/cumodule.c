@@ -16,8 +16,8 @@
 #include <limits.h>
 #include <stdio.h>
 
-#define LOG_BYTES (64 * 1024)
-#define MAX_JIT_OPTIONS 32
+#define LOG_BYTES BC_JIT_LOG_BYTES
+#define MAX_JIT_OPTIONS BC_JIT_MAX_OPTIONS
 
 /* A pointer to a __device__ / __constant__ variable of a module: int-like, usable
  * wherever a device pointer is (kernel arguments, copies), never freed by us. */
@@ -38,14 +38,9 @@ bc_module_usable(bc_State *st, bc_Module *m)
 
 /* ------------------------------------------------------------ loading */
 
-/* The JIT options of the caller plus the log buffers we always ask for. */
-typedef struct {
-    CUjit_option keys[MAX_JIT_OPTIONS + 4];
-    void *values[MAX_JIT_OPTIONS + 4];
-    unsigned int n;
-    char *info_log;
-    char *error_log;
-} jit_options;
+/* The JIT options of the caller plus the log buffers we always ask for
+ * (bc_jit_options, module.h: src/linker.c shares them). */
+typedef bc_jit_options jit_options;
 
 static int
 jit_options_fill(bc_State *st, PyObject *options, jit_options *o)
@@ -620,6 +615,38 @@ static PyType_Spec global_spec = {
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = global_slots,
 };
+
+/* ------------------------------------------------ shared with src/linker.c */
+
+int
+bc_jit_options_fill(bc_State *st, PyObject *options, bc_jit_options *o)
+{
+    return jit_options_fill(st, options, o);
+}
+
+void
+bc_jit_options_free(bc_jit_options *o)
+{
+    jit_options_free(o);
+}
+
+PyObject *
+bc_jit_log_str(const char *log)
+{
+    return log_str(log);
+}
+
+void
+bc_jit_attach_error_log(const char *log)
+{
+    attach_error_log(log);
+}
+
+PyObject *
+bc_module_load_image(bc_State *st, const void *image, PyObject *options, PyObject *handler)
+{
+    return load_image(st, image, options, handler);
+}
 
 static PyMethodDef cumodule_functions[] = {
     {"module_from_buffer", (PyCFunction)(void (*)(void))bc_module_from_buffer,

@@ -19,6 +19,9 @@ DEFINE_GROUPS = {
     "array3d_flags": "CUDA_ARRAY3D_",
     "trsf_flags": "CU_TRSF_",
 }
+# Enums whose members PyCUDA names without a word the header repeats: the first
+# prefix a member has is stripped (CU_JIT_INPUT_PTX -> PTX).
+MEMBER_PREFIXES = {"CUjitInputType": ("CU_JIT_INPUT_", "CU_JIT_")}
 
 
 def snake(name):
@@ -83,7 +86,10 @@ def main(src, dst):
         # Strip the prefix named after the type (CU_FUNC_CACHE_ of CUfunc_cache keeps
         # PREFER_SHARED whole) when every member has it, else the common prefix.
         typed = "CU_" + py.upper() + "_"
-        if all(n.startswith(typed) and len(n) > len(typed) for n in names):
+        if cname in MEMBER_PREFIXES:
+            pres = MEMBER_PREFIXES[cname]
+            shorts = [n[len(next(p for p in pres if n.startswith(p))):] for n in names]
+        elif all(n.startswith(typed) and len(n) > len(typed) for n in names):
             shorts = [("_" if n[len(typed)].isdigit() else "") + n[len(typed):] for n in names]
         else:
             shorts = strip_prefix(names)

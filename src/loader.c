@@ -185,86 +185,100 @@ try_library(const char *path, const char *probe, int flags)
     return h;
 }
 
-/* Try dir/<soname> for each of the spec's sonames; records the tries in `searched`. */
-static void *
-try_library_dir(const bc_libspec *spec, const char *dir, const char *sub, char *searched,
-                size_t cap)
+/* Visit dir+sub; a directory the visitor declines is listed in `searched`. */
+static int
+visit_dir(const char *dir, const char *sub, bc_dir_visitor visit, void *arg, char *searched,
+          size_t cap)
 {
     char path[4096];
-    for (const char *const *so = spec->sonames; *so; so++) {
-        snprintf(path, sizeof path, "%s%s/%s", dir, sub, *so);
-        void *h = try_library(path, spec->probe, RTLD_NOW | RTLD_LOCAL);
-        if (h)
-            return h;
-    }
-    append(searched, cap, "\n  %s%s", dir, sub);
-    return NULL;
+    snprintf(path, sizeof path, "%s%s", dir, sub);
+    if (visit(path, arg))
+        return 1;
+    append(searched, cap, "\n  %s", path);
+    return 0;
 }
 
-/* NVIDIA's pip wheels: <entry><wheel dir> for every sys.path entry holding nvidia/. */
-static void *
-try_library_wheels(const bc_libspec *spec, char *searched, size_t cap)
+int
+bc_loader_search_toolkit(const char *const *wheel_dirs, bc_dir_visitor visit, void *arg,
+                         char *searched, size_t cap)
 {
+    /* NVIDIA's pip wheels: <entry><wheel dir> for every sys.path entry holding nvidia/. */
     PyObject *path = PySys_GetObject("path"); /* borrowed */
-    if (path == NULL || !PyList_Check(path))
-        return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
-        PyObject *entry = PyList_GET_ITEM(path, i);
-        if (!PyUnicode_Check(entry))
-            continue;
-        const char *dir = PyUnicode_AsUTF8(entry);
-        if (dir == NULL) {
-            PyErr_Clear();
-            continue;
-        }
-        char probe[4096];
-        snprintf(probe, sizeof probe, "%s/nvidia", dir);
-        if (access(probe, F_OK) != 0)
-            continue;
-        for (const char *const *sub = spec->wheel_dirs; *sub; sub++) {
-            void *h = try_library_dir(spec, dir, *sub, searched, cap);
-            if (h)
-                return h;
+    if (path != NULL && PyList_Check(path)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(path); i++) {
+            PyObject *entry = PyList_GET_ITEM(path, i);
+            if (!PyUnicode_Check(entry))
+                continue;
+            const char *dir = PyUnicode_AsUTF8(entry);
+            if (dir == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            char probe[4096];
+            snprintf(probe, sizeof probe, "%s/nvidia", dir);
+            if (access(probe, F_OK) != 0)
+                continue;
+            for (const char *const *sub = wheel_dirs; *sub; sub++)
+                if (visit_dir(dir, *sub, visit, arg, searched, cap))
+                    return 1;
         }
     }
-    return NULL;
+    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
+    for (size_t i = 0; i < BC_COUNT(envs); i++) {
+        const char *root = getenv(envs[i]);
+        if (root && root[0] &&
+            (visit_dir(root, "/lib64", visit, arg, searched, cap) ||
+             visit_dir(root, "/lib", visit, arg, searched, cap)))
+            return 1;
+    }
+    return visit_dir("/usr/local/cuda", "/lib64", visit, arg, searched, cap);
+}
+
+struct library_try {
+    const bc_libspec *spec;
+    void *handle;
+};
+
+/* Visitor: dlopen dir/<soname> for each of the spec's sonames. */
+static int
+try_library_dir(const char *dir, void *arg)
+{
+    struct library_try *t = arg;
+    char path[4096 + 64];
+    for (const char *const *so = t->spec->sonames; *so; so++) {
+        snprintf(path, sizeof path, "%s/%s", dir, *so);
+        t->handle = try_library(path, t->spec->probe, RTLD_NOW | RTLD_LOCAL);
+        if (t->handle)
+            return 1;
+    }
+    return 0;
 }
 
 void *
 bc_loader_find_library(const bc_libspec *spec, char *failure, size_t cap)
 {
     char searched[6144] = "";
-    void *h = NULL;
+    struct library_try t = {spec, NULL};
     const char *override = getenv(spec->env);
     if (override && override[0]) {
-        h = try_library(override, spec->probe, RTLD_NOW | RTLD_LOCAL);
-        if (h == NULL) {
+        t.handle = try_library(override, spec->probe, RTLD_NOW | RTLD_LOCAL);
+        if (t.handle == NULL) {
             const char *why = dlerror();
             snprintf(failure, cap, "%s=%s could not be loaded as %s (%s)", spec->env, override,
                      spec->what, why ? why : "a needed symbol is missing");
         }
-        return h;
+        return t.handle;
     }
-    for (const char *const *so = spec->sonames; h == NULL && *so; so++)
-        h = try_library(*so, spec->probe, RTLD_NOW | RTLD_NOLOAD);
-    if (h == NULL) {
+    for (const char *const *so = spec->sonames; t.handle == NULL && *so; so++)
+        t.handle = try_library(*so, spec->probe, RTLD_NOW | RTLD_NOLOAD);
+    if (t.handle == NULL) {
         append(searched, sizeof searched, "\n  a %s already loaded in the process", spec->what);
-        h = try_library_wheels(spec, searched, sizeof searched);
+        bc_loader_search_toolkit(spec->wheel_dirs, try_library_dir, &t, searched,
+                                 sizeof searched);
     }
-    const char *envs[] = {"CUDA_HOME", "CUDA_PATH"};
-    for (size_t i = 0; h == NULL && i < BC_COUNT(envs); i++) {
-        const char *root = getenv(envs[i]);
-        if (root && root[0]) {
-            h = try_library_dir(spec, root, "/lib64", searched, sizeof searched);
-            if (h == NULL)
-                h = try_library_dir(spec, root, "/lib", searched, sizeof searched);
-        }
-    }
-    if (h == NULL)
-        h = try_library_dir(spec, "/usr/local/cuda", "/lib64", searched, sizeof searched);
-    for (const char *const *so = spec->sonames; h == NULL && *so; so++)
-        h = try_library(*so, spec->probe, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
+    for (const char *const *so = spec->sonames; t.handle == NULL && *so; so++)
+        t.handle = try_library(*so, spec->probe, RTLD_NOW | RTLD_LOCAL);
+    if (t.handle == NULL) {
         char names[256] = "";
         for (const char *const *so = spec->sonames; *so; so++)
             append(names, sizeof names, "%s%s", so == spec->sonames ? "" : ", ", *so);
@@ -272,7 +286,7 @@ bc_loader_find_library(const bc_libspec *spec, char *failure, size_t cap)
         snprintf(failure, cap, "%s (%s) was not found; searched:%s\n%s, or set %s to the "
                  "library's path", spec->what, names, searched, spec->hint, spec->env);
     }
-    return h;
+    return t.handle;
 }
 
 /* ------------------------------------------------------------------ NVRTC */

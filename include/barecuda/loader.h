@@ -32,7 +32,7 @@
     X(cuCtxGetStreamPriorityRange)                                              \
     X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)              \
     X(cuModuleGetGlobal) X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete)     \
-    X(cuLinkDestroy)                                                            \
+    X(cuLinkDestroy) X(cuLinkAddFile)                                           \
     X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)         \
     X(cuFuncGetName) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuLaunchKernelEx) \
     X(cuLaunchCooperativeKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
@@ -119,6 +119,15 @@ typedef struct {
  * $CUDA_HOME and $CUDA_PATH (lib64, lib), /usr/local/cuda/lib64, the system loader.
  * Returns the handle, or NULL with `failure` saying everything searched. */
 void *bc_loader_find_library(const bc_libspec *spec, char *failure, size_t cap);
+
+/* Walk the directories where CUDA toolkit libraries are looked for: <entry><wheel dir>
+ * for every sys.path entry holding NVIDIA's pip wheels (nvidia/), $CUDA_HOME and
+ * $CUDA_PATH (lib64, lib), /usr/local/cuda/lib64.  visit(dir, arg) returns nonzero to
+ * stop (found); each directory it declines is appended to `searched`.  Returns 1 when
+ * a visit stopped the walk, else 0.  Needs the GIL (reads sys.path). */
+typedef int (*bc_dir_visitor)(const char *dir, void *arg);
+int bc_loader_search_toolkit(const char *const *wheel_dirs, bc_dir_visitor visit, void *arg,
+                             char *searched, size_t cap);
 
 #define BC_REQUIRE_DRIVER(st, fail)                                            \
     do {                                                                       \

@@ -14,6 +14,33 @@ typedef struct {
     PyObject *weakreflist;
 } bc_Module;
 
+/* JIT options as the driver takes them: the caller's (jit_option, value) pairs
+ * followed by the info and error log buffers barecuda always asks for
+ * (src/cumodule.c fills them; src/linker.c keeps one set for a link's life). */
+#define BC_JIT_MAX_OPTIONS 32
+#define BC_JIT_LOG_BYTES (64 * 1024)
+typedef struct {
+    CUjit_option keys[BC_JIT_MAX_OPTIONS + 8];
+    void *values[BC_JIT_MAX_OPTIONS + 8];
+    unsigned int n;
+    char *info_log;  /* BC_JIT_LOG_BYTES, zeroed */
+    char *error_log; /* BC_JIT_LOG_BYTES, zeroed */
+} bc_jit_options;
+
+/* Parse a list of (jit_option, value) pairs into o and add the log buffers;
+ * 0, or -1 with TypeError/ValueError/MemoryError (nothing to free then). */
+int bc_jit_options_fill(bc_State *st, PyObject *options, bc_jit_options *o);
+void bc_jit_options_free(bc_jit_options *o);
+/* A log buffer as str (undecodable bytes replaced). */
+PyObject *bc_jit_log_str(const char *log);
+/* Append "JIT error log: ..." to the message of the exception being raised and
+ * set its .log attribute (nothing when the log is empty). */
+void bc_jit_attach_error_log(const char *log);
+/* Load a PTX (NUL-terminated), CUBIN or fatbin image into the current context as
+ * a Module, as module_from_buffer does. */
+PyObject *bc_module_load_image(bc_State *st, const void *image, PyObject *options,
+                               PyObject *handler);
+
 /* One kernel parameter as Function.prepare() or the kernel itself describes it. */
 typedef struct {
     char code;           /* struct-module letter: b B h H i I l L q Q e f d F D ? P, or V */

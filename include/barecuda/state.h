@@ -20,6 +20,7 @@
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
     X(ArrayBaseType) X(HotEntryType) X(OpTableType) X(HostViewType)            \
+    X(LinkerType)                                                              \
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
@@ -70,6 +71,7 @@ int bc_hostmem_setup(PyObject *m, bc_State *st);
 int bc_curand_setup(PyObject *m, bc_State *st);
 int bc_memcpy_setup(PyObject *m, bc_State *st);
 int bc_cumodule_setup(PyObject *m, bc_State *st);
+int bc_linker_setup(PyObject *m, bc_State *st);
 int bc_function_setup(PyObject *m, bc_State *st);
 int bc_graph_setup(PyObject *m, bc_State *st);
 int bc_nvrtc_setup(PyObject *m, bc_State *st);

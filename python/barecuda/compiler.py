@@ -836,3 +836,171 @@ class SourceModule:
     def __repr__(self):
         kind = "cubin" if self.cubin is not None else "ptx" if self.ptx is not None else "fatbin"
         return f"<barecuda.compiler.SourceModule {kind} for {self.arch}>"
+
+
+# ------------------------------------------------- linking (dynamic parallelism)
+
+_LINK_ONLY = ("-l", "-L", "--library", "--library-path")
+_NVCC_RDC = ("-dc", "--device-c")
+
+
+def _rdc_options(options):
+    """nvcc-style options for one unit of a linked module: link-time options
+    (``-lcudadevrt``, ``-L dir``) dropped, relocatable device code switched on
+    unless the options say otherwise."""
+    opts = list(_seq(options, "options"))
+    out, rdc = [], False
+    i = 0
+    while i < len(opts):
+        opt = opts[i]
+        i += 1
+        if not isinstance(opt, str):
+            raise TypeError(f"options must be str, not {type(opt).__name__}: {opt!r}")
+        if opt in _LINK_ONLY:
+            i += 1              # the value follows as its own item
+            continue
+        if opt.startswith(_LINK_ONLY):
+            continue
+        if opt in _NVCC_RDC:
+            opt = "-rdc=true"
+        if opt.split("=", 1)[0] in ("-rdc", "--relocatable-device-code"):
+            rdc = True
+        out.append(opt)
+    if not rdc:
+        out.append("-rdc=true")
+    return out
+
+
+class DynamicModule:
+    """A Module linked from several units by the driver's JIT linker
+    (PyCUDA's DynamicModule)::
+
+        mod = DynamicModule()
+        mod.add_source(outer_cu).add_source(inner_cu).add_stdlib("cudadevrt")
+        mod.link()
+        kernel = mod.get_function("outer")
+
+    ``add_source`` compiles CUDA C with NVRTC as relocatable device code (the
+    device's CUBIN, or PTX where NVRTC does not know the device); ``add_data``
+    and ``add_file`` add images made elsewhere (a jit_input_type says which
+    kind); ``add_stdlib("cudadevrt")`` adds the toolkit's device runtime, which
+    kernels that launch kernels need.  ``link()`` makes ``module``, after which
+    ``get_function``/``get_global`` work.  The arguments mean what they mean
+    for SourceModule; `link_options`, `message_handler` and `log_verbose` go to
+    the ``driver.Linker``; `cuda_libdir` is where ``add_stdlib`` looks first.
+    """
+
+    def __init__(self, nvcc="nvcc", link_options=None, keep=False, no_extern_c=False,
+                 arch=None, code=None, cache_dir=None, include_dirs=[], message_handler=None,
+                 log_verbose=False, cuda_libdir=None):
+        self.linker = _drv.Linker(message_handler, link_options, log_verbose)
+        self.nvcc = nvcc
+        self.keep = keep
+        self.no_extern_c = no_extern_c
+        self.arch = arch
+        self.code = code
+        self.cache_dir = cache_dir
+        self.include_dirs = list(_seq(include_dirs, "include_dirs"))
+        self.cuda_libdir = cuda_libdir
+        self.module = None
+
+    def _open_linker(self):
+        if self.linker is None:
+            raise _drv.LogicError("this DynamicModule is already linked: inputs can no "
+                                  "longer be added")
+        return self.linker
+
+    def add_source(self, source, nvcc_options=None, name="kernel.ptx"):
+        """Compile CUDA C `source` as relocatable device code and add it; returns
+        self.  nvcc-style options as for SourceModule; link-time ones
+        (``-lcudadevrt``) are dropped and ``-rdc=true`` is added."""
+        linker = self._open_linker()
+        image = compile(source, nvcc=self.nvcc, options=_rdc_options(nvcc_options),
+                        keep=self.keep, no_extern_c=self.no_extern_c, arch=self.arch,
+                        code=self.code, cache_dir=self.cache_dir,
+                        include_dirs=self.include_dirs, target="cubin")
+        # a CUBIN (ELF) for the device's architecture, else PTX (see compile)
+        if bytes(image[:4]) == b"\x7fELF":
+            kind = _drv.jit_input_type.CUBIN
+            if name == "kernel.ptx":
+                name = "kernel.cubin"
+        else:
+            kind = _drv.jit_input_type.PTX
+        linker.add_data(image, kind, name)
+        return self
+
+    def add_data(self, data, input_type, name="unknown"):
+        """Add an image from memory (see driver.Linker.add_data); returns self."""
+        self._open_linker().add_data(data, input_type, name)
+        return self
+
+    def add_file(self, filename, input_type):
+        """Add an image from a file (see driver.Linker.add_file); returns self."""
+        self._open_linker().add_file(filename, input_type)
+        return self
+
+    def add_stdlib(self, libname):
+        """Add the toolkit's static device library lib<libname>.a (such as
+        "cudadevrt"), from `cuda_libdir` when given, else from where the CUDA
+        toolkit is found; returns self."""
+        linker = self._open_linker()
+        if not isinstance(libname, str):
+            raise TypeError(f"libname must be a str, not {type(libname).__name__}")
+        if self.cuda_libdir is not None:
+            path = os.path.join(os.fspath(self.cuda_libdir), f"lib{libname}.a")
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"CUDA library file {path!r} not found "
+                                        "(cuda_libdir was given)")
+        else:
+            path = _driver._find_cuda_library(libname)
+        linker.add_file(path, _drv.jit_input_type.LIBRARY)
+        return self
+
+    def link(self):
+        """Link what was added into ``module``; returns self."""
+        linker = self._open_linker()
+        self.module = linker.link_module()
+        self.linker = None
+        return self
+
+    def _linked(self):
+        if self.module is None:
+            raise _drv.LogicError("this DynamicModule is not linked yet: call link() first")
+        return self.module
+
+    def get_function(self, name):
+        """The kernel `name` of the linked module."""
+        return self._linked().get_function(name)
+
+    def get_global(self, name):
+        """(device pointer, size in bytes) of the __device__/__constant__ variable `name`."""
+        return self._linked().get_global(name)
+
+    def __repr__(self):
+        state = "linked" if self.module is not None else "not linked"
+        return f"<barecuda.compiler.{type(self).__name__} ({state})>"
+
+
+class DynamicSourceModule(DynamicModule):
+    """CUDA C compiled as relocatable device code, linked with the device runtime
+    (cudadevrt) so its kernels can launch kernels (PyCUDA's DynamicSourceModule).
+    Used like SourceModule; the module is linked when the constructor returns."""
+
+    def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False,
+                 arch=None, code=None, cache_dir=None, include_dirs=[], cuda_libdir=None):
+        super().__init__(nvcc=nvcc, link_options=None, keep=keep, no_extern_c=no_extern_c,
+                         arch=arch, code=code, cache_dir=cache_dir, include_dirs=include_dirs,
+                         cuda_libdir=cuda_libdir)
+        if options is None:
+            options = globals().get("DEFAULT_NVCC_FLAGS") or []
+        options = list(_seq(options, "options"))
+        if "-rdc=true" not in options:
+            options.append("-rdc=true")
+        if "-lcudadevrt" not in options:
+            options.append("-lcudadevrt")
+        self.add_source(source, nvcc_options=options)
+        self.add_stdlib("cudadevrt")
+        self.link()
+
+
+__all__ += ["DynamicModule", "DynamicSourceModule"]
