@@ -70,7 +70,8 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}_stage1(out_t *bc_
     for (int k = 0; k < ${unroll}; k++) {
         const index_t j = i + k * ${block};
         if (j < bc_n) {
-            out_t a = acc, b = barecuda::bc_cast<out_t>(MAP(j));
+            const out_t bc_v = barecuda::bc_cast<out_t>(MAP(j));  // before a, b shadow arguments
+            out_t a = acc, b = bc_v;
             acc = REDUCE(a, b);
         }
     }
