@@ -276,6 +276,9 @@ def get_reduction_module(out_type, block_size, neutral, reduce_expr, map_expr, a
     args = parse_c_args(arguments or "")
     if not any(isinstance(a, VectorArg) for a in args):
         raise ValueError("get_reduction_module needs at least one array (pointer) argument")
+    for a in args:
+        if a.name in ("i", "out_t", "index_t") or a.name.startswith("bc_"):
+            raise ValueError(f"argument name '{a.name}' is reserved by the reduction kernel")
     dtypes = [a.dtype for a in args]
     dt_out = _ctype_dtype(out_type)
     if dt_out is not None:
