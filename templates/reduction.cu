@@ -52,32 +52,34 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}_stage1(out_t *bc_
     typedef ${index_t} index_t;
     ${unpack}
 #define MAP(i) (${map_expr})
-    const index_t step = (index_t)gridDim.x * (${block} * ${unroll});
+    const index_t bc_stride = (index_t)gridDim.x * (${block} * ${unroll});
     index_t i = (index_t)blockIdx.x * (${block} * ${unroll}) + threadIdx.x;
-    out_t acc = barecuda::bc_cast<out_t>(${neutral});
-    for (; i + (${unroll} - 1) * ${block} < bc_n; i += step) {
-        out_t v[${unroll}];
+    out_t bc_acc = barecuda::bc_cast<out_t>(${neutral});
+    // MAP is expanded where no local but i is in scope: it may use any argument name.
+    for (; i + (${unroll} - 1) * ${block} < bc_n; i += bc_stride) {
+        out_t bc_vals[${unroll}];
 #pragma unroll
-        for (int k = 0; k < ${unroll}; k++)
-            v[k] = barecuda::bc_cast<out_t>(MAP(i + k * ${block}));
+        for (int bc_k = 0; bc_k < ${unroll}; bc_k++)
+            bc_vals[bc_k] = barecuda::bc_cast<out_t>(MAP((i + bc_k * ${block})));
 #pragma unroll
-        for (int k = 0; k < ${unroll}; k++) {
-            out_t a = acc, b = v[k];
-            acc = REDUCE(a, b);
+        for (int bc_k = 0; bc_k < ${unroll}; bc_k++) {
+            out_t a = bc_acc, b = bc_vals[bc_k];
+            bc_acc = REDUCE(a, b);
         }
     }
 #pragma unroll
-    for (int k = 0; k < ${unroll}; k++) {
-        const index_t j = i + k * ${block};
-        if (j < bc_n) {
-            out_t a = acc, b = barecuda::bc_cast<out_t>(MAP(j));
-            acc = REDUCE(a, b);
+    for (int bc_k = 0; bc_k < ${unroll}; bc_k++) {
+        const index_t bc_j = i + bc_k * ${block};
+        if (bc_j < bc_n) {
+            const out_t bc_v = barecuda::bc_cast<out_t>(MAP(bc_j));
+            out_t a = bc_acc, b = bc_v;
+            bc_acc = REDUCE(a, b);
         }
     }
 #undef MAP
-    acc = bc_block_reduce(acc);
+    bc_acc = bc_block_reduce(bc_acc);
     if (threadIdx.x == 0)
-        bc_out[blockIdx.x] = acc;
+        bc_out[blockIdx.x] = bc_acc;
 }
 
 extern "C" __global__ void __launch_bounds__(${block}) ${name}_stage2(out_t *bc_out, const out_t *bc_partials, int bc_n)

@@ -215,6 +215,42 @@ class GPUArray(_cdrv._ArrayBase):
     def flags(self):
         return ArrayFlags(self._c, self._f)
 
+    # --- PyCUDA's launch geometry and texref binding, for programs that launch the
+    # --- kernels of elementwise.get_*_kernel themselves (kern helper)
+
+    @property
+    def _grid(self):
+        """A grid for a grid-stride kernel over this array (PyCUDA's attribute)."""
+        from barecuda.elementwise import grid_for
+        return (grid_for(self.size), 1)
+
+    @property
+    def _block(self):
+        """The block matching ``_grid`` (PyCUDA's attribute)."""
+        from barecuda.elementwise import BLOCK
+        return (BLOCK, 1, 1)
+
+    def bind_to_texref(self, texref, allow_offset=False):
+        """bind_to_texref(texref, allow_offset=False): bind this contiguous array to
+        `texref` (a PointerTextureRef of a kernel getter); returns the offset in
+        elements (0)."""
+        if not self.flags.forc:
+            raise ValueError("only contiguous arrays can be bound to a texture reference")
+        return texref.set_address(self.ptr, self.nbytes, allow_offset=allow_offset) \
+            // self.dtype.itemsize
+
+    def bind_to_texref_ext(self, texref, channels=1, allow_double_hack=False,
+                           allow_complex_hack=False, allow_offset=False):
+        """bind_to_texref_ext(texref, channels=1, allow_double_hack=False, allow_complex_hack=False, allow_offset=False)
+
+        As bind_to_texref (PyCUDA's signature; the hacks are not needed: the
+        reference reads elements of the array's dtype).  ValueError for
+        ``channels`` other than 1.
+        """
+        if channels != 1:
+            raise ValueError("only single-channel binding is supported")
+        return self.bind_to_texref(texref, allow_offset=allow_offset)
+
     @property
     def is_contiguous(self):
         return self._c or self._f

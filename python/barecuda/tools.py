@@ -205,7 +205,7 @@ class VectorArg(Argument):
         """The C declaration of the parameter, e.g. ``float *x``."""
         return f"{dtype_to_ctype(self.dtype)} *{self.name}"
 
-    struct_char = "P"   # the Function.prepare format character of a pointer
+    struct_char = "P"   # the ``Function.prepare`` format character of a pointer
 
 
 class ScalarArg(Argument):
@@ -217,16 +217,11 @@ class ScalarArg(Argument):
 
     @property
     def struct_char(self):
-        """The ``struct``/``Function.prepare`` format character of the dtype (e.g. "f").
-
-        Raises TypeError for complex, float16 and bool, which have none.  A struct
-        dtype (a ``gpuarray.vec`` type) gives its byte count, e.g. "12s" for float3.
-        """
-        if self.dtype.fields is not None:
-            return f"{self.dtype.itemsize}s"
-        if self.dtype.kind == "c" or self.dtype == _np.float16 or self.dtype == _np.bool_:
-            raise TypeError(f"{self.dtype} has no struct format character")
-        return self.dtype.char
+        """The ``Function.prepare`` format character of the dtype (an attribute, as
+        PyCUDA's): its NumPy char ("f", "l", "F" complex64, "e" float16, "?" bool),
+        "<n>s" for a structured dtype of n bytes."""
+        ch = self.dtype.char
+        return f"{self.dtype.itemsize}s" if ch == "V" else ch
 
 
 _QUALIFIERS = {"const", "volatile", "__restrict__", "restrict", "__restrict", "register"}
