@@ -244,18 +244,22 @@ def test_uniform(ctx, cls):
 def test_normal_and_log_normal(ctx, cls):
     g = _gen(cls, offset=1) if cls in SOBOL else _gen(cls)
     n = g.generator_count * 32
-    # a Sobol dimension's first 32 points are one per 1/32 stratum: the normal
-    # numbers made from them by inverse CDF have a std near 0.97, not 1
-    tol_m, tol_s = (0.05, 0.06) if cls in SOBOL else (0.02, 0.02)
+    # Every Sobol dimension's first 32 points are the same 32 strata j/32 (one per
+    # stratum, at its lower edge), so the normals made from them by inverse CDF are
+    # symmetric about 0 but miss both tails: their std is 0.90 to 0.91 (seen on an
+    # H100), deterministically, not 1.  Pseudo-random generators must be close to 1.
+    tol_m = 0.05 if cls in SOBOL else 0.02
+    std_range = (0.85, 1.0) if cls in SOBOL else (0.98, 1.02)
     for size in (n, n + 1):                 # Box-Muller pairs and single draws
         for dt in (np.float32, np.float64):
             x = g.gen_normal(size, dt).get().astype(np.float64)
             assert x.shape == (size,) and np.isfinite(x).all()
-            assert abs(x.mean()) < tol_m and abs(x.std() - 1) < tol_s
+            assert abs(x.mean()) < tol_m and std_range[0] < x.std() < std_range[1]
             y = g.gen_log_normal(size, dt, 0.5, 0.25).get().astype(np.float64)
             assert (y > 0).all()
             ly = np.log(y)
-            assert abs(ly.mean() - 0.5) < tol_m / 2 and abs(ly.std() - 0.25) < tol_s / 2
+            assert abs(ly.mean() - 0.5) < tol_m / 2
+            assert std_range[0] * 0.25 < ly.std() < std_range[1] * 0.25
     with pytest.raises(TypeError, match="does not produce"):
         g.gen_normal(10, np.int32)
     with pytest.raises(ValueError, match="stddev"):
@@ -280,7 +284,8 @@ def test_poisson(ctx, cls):
     h = p.get().astype(np.float64)
     sobol = cls in SOBOL                    # 16 stratified points per dimension
     assert abs(h.mean() - 13) < (0.5 if sobol else 0.1)
-    assert abs(h.var() - 13) < (2.5 if sobol else 0.5)
+    # the same 16 strata in every dimension miss the tails (see above): var 9.2, not 13
+    assert (7 < h.var() < 13.5) if sobol else abs(h.var() - 13) < 0.5
     # in place: every element is its own lambda
     for dt in (np.float32, np.float64, np.uint32):
         lam = np.where(np.arange(n) % 2 == 0, 4, 40).astype(dt)

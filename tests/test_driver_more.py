@@ -529,7 +529,7 @@ def test_device_array_copies_against_numpy(ctx):
 @pytest.mark.gpu
 @pytest.mark.parametrize("call,match", [
     (lambda a, d: drv.memcpy_dtoa(a, 3996, d, 8), "run past the destination array"),
-    (lambda a, d: drv.memcpy_atod(d, a, 0, 4004), "run past the source array"),
+    (lambda a, d: drv.memcpy_atod(drv.mem_alloc(8000), a, 0, 4004), "run past the source array"),
     (lambda a, d: drv.memcpy_atoa(a, 0, a, 4000, 4), "run past the source array"),
     (lambda a, d: drv.memcpy_dtoa(a, 0, drv.mem_alloc(16), 32), "device memory has only 16"),
     (lambda a, d: drv.memcpy_atod(drv.mem_alloc(16), a, 0, 32), "device memory has only 16"),

@@ -504,8 +504,9 @@ def test_concatenate(ctx, rng, axis):
     if axis == 0:
         parts[1] = rng.standard_normal((0, 4))
     check(ga.concatenate([ga.to_gpu(p) for p in parts], axis=axis), np.concatenate(parts, axis=axis))
-    with pytest.raises(TypeError, match="dtypes differ"):
-        ga.concatenate([ga.zeros(3, np.float32), ga.zeros(3, np.float64)])
+    # mixed dtypes promote, as numpy.concatenate and PyCUDA do
+    mixed = ga.concatenate([ga.to_gpu(parts[0].astype(np.float32)), ga.to_gpu(parts[2])], axis=axis)
+    check(mixed, np.concatenate([parts[0].astype(np.float32), parts[2]], axis=axis))
 
 
 def test_scalar_conversions_and_repr(ctx):

@@ -316,7 +316,13 @@ def test_gpuarray_protocols(ctx, rng):
     assert g.__dlpack_device__() == (2, ctx.get_device().handle)
     cai = g.__cuda_array_interface__
     assert cai == {"shape": (6, 5), "typestr": "<f4", "data": (g.ptr, False), "version": 3,
-                   "strides": None, "stream": 1}
+                   "strides": (20, 4), "stream": None}
+    # "stream": None promises finished data: exporting waits for the default stream
+    busy = gpuarray.zeros(1 << 26, np.float32)
+    for _ in range(20):
+        busy += 1
+    assert busy.__cuda_array_interface__["stream"] is None
+    assert drv.Stream.from_handle(1).is_done()
     assert g.T.__cuda_array_interface__["strides"] == (4, 20)
     assert _capsule_name(g.__dlpack__()) == "dltensor"
     assert _capsule_name(g.__dlpack__(max_version=(1, 2))) == "dltensor_versioned"

@@ -52,7 +52,7 @@ PYCUDA_NAMES = {
     """,
     "gpuarray": """
         GPUArray vec to_gpu to_gpu_async empty zeros ones empty_like zeros_like ones_like
-        arange take put multi_take multi_put multi_take_put if_positive maximum minimum
+        arange take multi_take multi_put multi_take_put if_positive maximum minimum
         sum subset_sum dot subset_dot min max subset_min subset_max concatenate stack
         transpose reshape splay any all logical_and logical_or logical_not where
         GPUArray.reverse GPUArray.any GPUArray.all GPUArray.mul_add GPUArray.real

@@ -43,6 +43,14 @@ def _wait_on(waiter, producer):
     _drv.Stream.from_handle(waiter).wait_for_event(ev)
 
 
+def settle_default_stream():
+    """Wait until the legacy default stream of the current context is idle (a query
+    when it already is)."""
+    legacy = _drv.Stream.from_handle(_LEGACY)
+    if not legacy.is_done():
+        legacy.synchronize()
+
+
 def _to_dlpack(a, stream, max_version, dl_device, copy):
     dev = (_DL_CUDA, _device_ordinal())
     if dl_device is not None and tuple(dl_device) != dev:

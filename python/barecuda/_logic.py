@@ -255,8 +255,9 @@ def where(criterion, then_, else_, out=None, stream=None):
                 raise ValueError(f"where(): {name} has shape {x.shape}, criterion {shape} "
                                  "(broadcasting is not supported)")
             ops.append(x)
-        elif isinstance(x, (bool, int, float, complex, np.generic)) or \
-                (isinstance(x, np.ndarray) and x.ndim == 0):
+        elif isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+            ops.append(x)   # a Python number is weak in the promotion (NumPy 2's rule)
+        elif isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
             ops.append(np.asarray(x)[()])
         else:
             raise TypeError(f"where(): {name} must be a GPUArray or a number, "

@@ -255,7 +255,8 @@ def mem_alloc_like(ary):
 
 def to_device(bf_obj):
     """Copy any contiguous buffer (a NumPy array, bytes, ...) to new device memory and
-    return the DeviceAllocation (of the buffer's size in bytes)."""
+    return the DeviceAllocation (of the buffer's size in bytes; 1 byte for an empty
+    buffer, since the driver has no empty allocations)."""
     import numpy
 
     if isinstance(bf_obj, numpy.ndarray) and bf_obj.dtype.hasobject:
@@ -268,7 +269,7 @@ def to_device(bf_obj):
     with view:
         if not view.contiguous:
             view = memoryview(view.tobytes())
-        result = _driver.mem_alloc(view.nbytes)
+        result = _driver.mem_alloc(max(view.nbytes, 1))
         if view.nbytes:
             _driver.memcpy_htod(result, view)
     return result

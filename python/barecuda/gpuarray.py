@@ -300,12 +300,15 @@ class GPUArray(_cdrv._ArrayBase):
 
     @property
     def __cuda_array_interface__(self):
-        # CAI v3.  stream 1 (the legacy default stream, as CuPy reports): our work runs
-        # on the default stream or on blocking streams the legacy stream waits for, so a
-        # consumer that orders its work after stream 1 sees our writes.
+        # CAI v3 as PyCUDA and Numba export it: strides always, "stream": None.  None
+        # tells the consumer that no synchronization is needed, so the legacy default
+        # stream (where our work runs, or which our blocking streams order with) is
+        # first waited for when it is busy: a consumer on a non-blocking stream then
+        # reads finished data too.
+        _interop.settle_default_stream()
         return {"shape": self.shape, "typestr": self.dtype.str,
                 "data": (self.ptr, False), "version": 3,
-                "strides": self.strides, "stream": 1}
+                "strides": self.strides, "stream": None}
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule of this array (array API standard).  `stream`: the consumer's
@@ -1178,7 +1181,7 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
             return z
     ty = type(y)
     if ty is GPUArray and x.shape != y.shape and (x.shape == () or y.shape == ()):
-        return _binary_0d(op, x, y, out, stream)
+        return _binary_0d(op, y, x, out, stream) if reverse else _binary_0d(op, x, y, out, stream)
     if ty is GPUArray:
         if x.shape != y.shape:
             raise ValueError(f"operands could not be used together: shapes {x.shape} and {y.shape} "
