@@ -54,6 +54,12 @@ __all__ = ["SourceModule", "compile", "CompileError", "get_cache_dir",
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 #: barecuda's device headers, always on the include path.
 INCLUDE_DIR = os.path.join(_PACKAGE_DIR, "templates", "include")
+#: C and C++ library headers for NVRTC (<stdio.h>, <cmath>, ...), last on its
+#: include path; never given to nvcc, whose host compiler needs the real ones.
+NVRTC_STD_INCLUDE_DIR = os.path.join(INCLUDE_DIR, "nvrtc")
+#: Force-included into every NVRTC compile: uint/ushort/ulong, which nvcc's
+#: host headers make visible everywhere (-DBARECUDA_NO_PRELUDE leaves them out).
+_PRELUDE = os.path.join(NVRTC_STD_INCLUDE_DIR, "barecuda_prelude.h")
 _HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inc", ".inl", ".cuinc")
 _ENTRY_MAGIC = b"BCKCACH1"
 _ENTRY_HEAD = struct.Struct("<8s32sBxxxIIQ32s")
@@ -171,8 +177,9 @@ def _nvrtc_version_text():
 
 # ------------------------------------------------------------------ headers
 
-def _header_files(dirs):
-    """Sorted header files under `dirs` (recursively)."""
+def _header_files(dirs, every_file=False):
+    """Sorted header files under `dirs` (recursively); with `every_file`, all
+    files, for headers named without a suffix (<cmath>)."""
     out = []
     for top in dirs:
         stack = [top]
@@ -187,7 +194,7 @@ def _header_files(dirs):
                     try:
                         if e.is_dir():
                             stack.append(e.path)
-                        elif e.name.endswith(_HEADER_SUFFIXES):
+                        elif every_file or e.name.endswith(_HEADER_SUFFIXES):
                             out.append(e.path)
                     except OSError:
                         continue
@@ -195,11 +202,11 @@ def _header_files(dirs):
     return out
 
 
-def _header_stamp(dirs):
+def _header_stamp(dirs, every_file=False):
     """(path, mtime_ns, size, inode) of every header under `dirs`: cheap to
     recompute, it says whether a cached image may still be used."""
     stamp = []
-    for p in _header_files(dirs):
+    for p in _header_files(dirs, every_file):
         try:
             st = os.stat(p)
         except OSError:
@@ -227,7 +234,7 @@ def _header_digest(stamp):
 
 def _package_headers_digest():
     if "pkg" not in _once:
-        _once["pkg"] = _header_digest(_header_stamp([INCLUDE_DIR]))
+        _once["pkg"] = _header_digest(_header_stamp([INCLUDE_DIR], every_file=True))
     return _once["pkg"]
 
 
@@ -603,7 +610,8 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     toolkit = _toolkit_include()
     if backend == "nvrtc":
         rest = opts + [f"--include-path={d}" for d in include_dirs + [INCLUDE_DIR]
-                       + ([toolkit] if toolkit else [])]
+                       + ([toolkit] if toolkit else []) + [NVRTC_STD_INCLUDE_DIR]]
+        rest.append(f"--pre-include={_PRELUDE}")
         compiler_id = _nvrtc_identity()
     else:
         rest = opts + [f"-I{d}" for d in include_dirs + [INCLUDE_DIR]]
