@@ -20,8 +20,21 @@ Options are nvcc-style, as PyCUDA passes them; the common ones are translated
 for NVRTC (``-I dir``, ``-D X``, ``-lineinfo``, ``-G``, ``-use_fast_math``,
 ``-Xptxas``, ``-maxrregcount N``, ``-arch``/``-code``), ``-O<n>`` and host-only
 flags are dropped (NVRTC always optimises), the rest are passed through.  The
-include path always holds barecuda's device headers (``<barecuda_helpers.cuh>``)
-and the CUDA toolkit's include directory when one is found.
+include path always holds barecuda's device headers (``<barecuda_helpers.cuh>``,
+PyCUDA's ``<pycuda-complex.hpp>`` and ``<pycuda-helpers.hpp>``) and the CUDA
+toolkit's include directory when one is found (for NVRTC also its CCCL
+directory: ``<cuda/std/...>``, which ``<curand_kernel.h>`` needs).
+
+NVRTC has no C library headers: barecuda gives it small ones (``<stdio.h>``,
+``<math.h>``, ``<stdint.h>``, ``<cmath>``, ... in ``templates/include/nvrtc``,
+last on its include path; they work inside the ``extern "C"`` wrapper too), and
+force-includes a prelude declaring ``uint``, ``ushort`` and ``ulong``, which
+nvcc's host headers make visible everywhere (``-DBARECUDA_NO_PRELUDE`` leaves
+them out).  With ``options=None`` the options are ``DEFAULT_NVCC_FLAGS``.
+
+PyCUDA's lower-level names are here too: ``compile_plain`` (NVRTC unless nvcc
+is asked for), ``preprocess_source`` and ``get_nvcc_version`` (these two run
+nvcc: NVRTC cannot preprocess alone), ``CudaModule`` (SourceModule's base).
 
 Cache: compiled images are kept in memory for the process and on disk, keyed by
 a SHA-256 of the source, the options, the architecture, the compiler (NVRTC
@@ -49,13 +62,19 @@ from barecuda import driver as _drv
 CompileError = _drv.CompileError
 
 __all__ = ["SourceModule", "compile", "CompileError", "get_cache_dir",
-           "clear_memory_cache"]
+           "clear_memory_cache",
+           "CudaModule", "compile_plain", "preprocess_source", "get_nvcc_version",
+           "DEFAULT_NVCC_FLAGS"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 #: barecuda's device headers, always on the include path.
 INCLUDE_DIR = os.path.join(_PACKAGE_DIR, "templates", "include")
-# stand-ins for <math.h>, <stdio.h> ... (NVRTC has no C library headers), searched last
-_NVRTC_STD_DIR = os.path.join(INCLUDE_DIR, "nvrtc_std")
+#: C and C++ library headers for NVRTC (<stdio.h>, <cmath>, ...), last on its
+#: include path; never given to nvcc, whose host compiler needs the real ones.
+NVRTC_STD_INCLUDE_DIR = os.path.join(INCLUDE_DIR, "nvrtc")
+#: Force-included into every NVRTC compile: uint/ushort/ulong, which nvcc's
+#: host headers make visible everywhere (-DBARECUDA_NO_PRELUDE leaves them out).
+_PRELUDE = os.path.join(NVRTC_STD_INCLUDE_DIR, "barecuda_prelude.h")
 _HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inc", ".inl", ".cuinc")
 _ENTRY_MAGIC = b"BCKCACH1"
 _ENTRY_HEAD = struct.Struct("<8s32sBxxxIIQ32s")
@@ -114,15 +133,18 @@ def _toolkit_include():
     return _once["toolkit"]
 
 
-def _toolkit_include_dirs():
-    """The toolkit include directory and, where the toolkit keeps CCCL apart
-    (CUDA 13: include/cccl, as nvcc adds it), that one too: <cuda/std/...>, which
-    curand_kernel.h includes under NVRTC, lives there."""
-    toolkit = _toolkit_include()
-    if toolkit is None:
+def _toolkit_dirs(toolkit):
+    """The toolkit's include directory and, when there, its CCCL directory
+    (<cuda/std/...>, which CUDA 13's <curand_kernel.h> includes under NVRTC)."""
+    if not toolkit:
         return []
     cccl = os.path.join(toolkit, "cccl")
-    return [toolkit, cccl] if os.path.isdir(os.path.join(cccl, "cuda", "std")) else [toolkit]
+    return [toolkit, cccl] if os.path.isdir(os.path.join(cccl, "cuda")) else [toolkit]
+
+
+def _toolkit_include_dirs():
+    """_toolkit_dirs() of the toolkit found here (an empty list when none is)."""
+    return _toolkit_dirs(_toolkit_include())
 
 
 def _nvrtc_identity():
@@ -184,8 +206,9 @@ def _nvrtc_version_text():
 
 # ------------------------------------------------------------------ headers
 
-def _header_files(dirs):
-    """Sorted header files under `dirs` (recursively)."""
+def _header_files(dirs, every_file=False):
+    """Sorted header files under `dirs` (recursively); with `every_file`, all
+    files, for headers named without a suffix (<cmath>)."""
     out = []
     for top in dirs:
         stack = [top]
@@ -200,7 +223,7 @@ def _header_files(dirs):
                     try:
                         if e.is_dir():
                             stack.append(e.path)
-                        elif e.name.endswith(_HEADER_SUFFIXES):
+                        elif every_file or e.name.endswith(_HEADER_SUFFIXES):
                             out.append(e.path)
                     except OSError:
                         continue
@@ -208,11 +231,11 @@ def _header_files(dirs):
     return out
 
 
-def _header_stamp(dirs):
+def _header_stamp(dirs, every_file=False):
     """(path, mtime_ns, size, inode) of every header under `dirs`: cheap to
     recompute, it says whether a cached image may still be used."""
     stamp = []
-    for p in _header_files(dirs):
+    for p in _header_files(dirs, every_file):
         try:
             st = os.stat(p)
         except OSError:
@@ -240,7 +263,7 @@ def _header_digest(stamp):
 
 def _package_headers_digest():
     if "pkg" not in _once:
-        _once["pkg"] = _header_digest(_header_stamp([INCLUDE_DIR]))
+        _once["pkg"] = _header_digest(_header_stamp([INCLUDE_DIR], every_file=True))
     return _once["pkg"]
 
 
@@ -615,7 +638,8 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     user_dirs = include_dirs + opt_incs
     if backend == "nvrtc":
         rest = opts + [f"--include-path={d}" for d in include_dirs + [INCLUDE_DIR]
-                       + _toolkit_include_dirs() + [_NVRTC_STD_DIR]]
+                       + _toolkit_include_dirs() + [NVRTC_STD_INCLUDE_DIR]]
+        rest.append(f"--pre-include={_PRELUDE}")
         compiler_id = _nvrtc_identity()
     else:
         rest = opts + [f"-I{d}" for d in include_dirs + [INCLUDE_DIR]]
@@ -710,6 +734,8 @@ def _keep_files(full, options, image, kind, log):
 def _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
                   include_dirs, backend, name_expressions, target, device_cc):
     """The memory layer in front of _build."""
+    if options is None:
+        options = DEFAULT_NVCC_FLAGS
     if _drv.CUDA_DEBUGGING:     # driver.set_debugging(): device debug code, kept, not cached
         options, keep, cache_dir_arg = [*_seq(options, "options"), "-g", "-G"], True, False
     use_memory = cache_dir_arg is not False and not keep
@@ -759,6 +785,202 @@ def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, ar
                          include_dirs, backend, name_expressions, target, cc).image
 
 
+# ------------------------------------------- PyCUDA's other pycuda.compiler names
+
+def _env_flags():
+    text = os.environ.get("BARECUDA_DEFAULT_NVCC_FLAGS")
+    if text is None:
+        text = os.environ.get("PYCUDA_DEFAULT_NVCC_FLAGS", "")
+    return text.split()
+
+
+#: The options SourceModule and compile use when given ``options=None``:
+#: ``$BARECUDA_DEFAULT_NVCC_FLAGS`` (else ``$PYCUDA_DEFAULT_NVCC_FLAGS``) split on
+#: white space, read at import; assign a new list to change them for the process.
+DEFAULT_NVCC_FLAGS = _env_flags()
+
+_nvcc_versions = {}                     # nvcc path -> its --version text
+
+
+def _find_nvcc(nvcc, needed_for):
+    """The full path of `nvcc`, or CompileError saying what needed it."""
+    import shutil
+    if not isinstance(nvcc, (str, os.PathLike)):
+        raise TypeError(f"nvcc must be a str naming the nvcc executable, not {type(nvcc).__name__}")
+    path = shutil.which(os.fspath(nvcc))
+    if path is None:
+        raise CompileError(f"{needed_for} needs nvcc, and {os.fspath(nvcc)!r} was not found "
+                           "(not on PATH, or not executable): install the CUDA toolkit, "
+                           "put its bin directory on PATH, or pass nvcc='/path/to/nvcc'")
+    return path
+
+
+def _run(cmd, cwd=None):
+    import subprocess
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True)
+    except OSError as err:
+        raise CompileError(f"could not run {cmd[0]}: {err}") from None
+
+
+def _nvcc_failure(message, cmd, proc):
+    """CompileError with PyCUDA's attributes; the message shows nvcc's stderr (its
+    stdout may be pages of partial output) and the command."""
+    out = proc.stdout.decode("utf-8", "replace")
+    errtext = proc.stderr.decode("utf-8", "replace")
+    shown = errtext.strip() or out.strip()[-4000:]
+    err = CompileError(f"{message}:\n{shown}\n\ncommand: {' '.join(cmd)}")
+    err.msg = message
+    err.command_line = " ".join(cmd)
+    err.stdout = out
+    err.stderr = errtext
+    err.log = errtext
+    return err
+
+
+def get_nvcc_version(nvcc="nvcc"):
+    """The text ``nvcc --version`` prints (remembered per executable), as PyCUDA's
+    get_nvcc_version; ``"nvcc unknown version"``, with a warning, when nvcc runs
+    but says nothing useful.  CompileError when `nvcc` cannot be found; NVRTC's
+    version is ``barecuda.driver.nvrtc_version()``."""
+    path = _find_nvcc(nvcc, "get_nvcc_version")
+    text = _nvcc_versions.get(path)
+    if text is None:
+        proc = _run([path, "--version"])
+        if proc.returncode != 0 or not proc.stdout:
+            import warnings
+            warnings.warn(f"the version of {path} could not be determined", stacklevel=2)
+            return "nvcc unknown version"
+        text = _nvcc_versions[path] = proc.stdout.decode("utf-8", "replace")
+    return text
+
+
+def preprocess_source(source, options, nvcc="nvcc"):
+    """`source` after nvcc's preprocessor (``nvcc --preprocess``, without line
+    markers), as PyCUDA's preprocess_source: `options` are nvcc options (-I, -D,
+    ...); barecuda's device headers are on the include path after them.  NVRTC
+    has no preprocess-only mode, so this always runs nvcc: CompileError when it
+    cannot be found or when preprocessing fails (the message holds nvcc's output)."""
+    import tempfile
+    text = _source_text(source)
+    options = [os.fspath(o) for o in _seq(options, "options")]
+    path = _find_nvcc(nvcc, "preprocess_source")
+    fd, src_path = tempfile.mkstemp(suffix=".cu", prefix="barecuda-pp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        cmd = [path, "--preprocess", *options, f"-I{INCLUDE_DIR}", src_path,
+               "--compiler-options", "-P"]
+        proc = _run(cmd)
+    finally:
+        try:
+            os.unlink(src_path)
+        except OSError:
+            pass
+    if proc.returncode != 0:
+        raise _nvcc_failure(f"nvcc preprocessing of {src_path} failed", cmd, proc)
+    out = proc.stdout.decode("utf-8", "replace")
+    if len(out) < 0.5 * len(text):
+        raise _nvcc_failure(f"nvcc preprocessing of {src_path} gave almost no output "
+                            "(an unsupported host compiler?)", cmd, proc)
+    # the temporary file's name would make the text differ from run to run
+    return out.replace(os.path.basename(src_path), "")
+
+
+_ARCH_OPTS = {"-arch": "arch", "--gpu-architecture": "arch", "-code": "code", "--gpu-code": "code"}
+
+
+def _split_arch(options):
+    """(options without -arch/-code, arch, code): the architecture options nvcc
+    takes, in any of their spellings, taken out (the last one given wins)."""
+    rest, found = [], {"arch": None, "code": None}
+    opts = list(options)
+    i = 0
+    while i < len(opts):
+        opt = opts[i]
+        i += 1
+        if isinstance(opt, str):
+            name, eq, value = opt.partition("=")
+            if name in _ARCH_OPTS:
+                if not eq:
+                    if i >= len(opts):
+                        raise ValueError(f"option {opt} needs a value")
+                    value = opts[i]
+                    i += 1
+                found[_ARCH_OPTS[name]] = value
+                continue
+        rest.append(opt)
+    return rest, found["arch"], found["code"]
+
+
+def compile_plain(source, options, keep, nvcc, cache_dir, target="cubin", backend=None):
+    """Compile `source` exactly as given (no extern "C" wrapper, no added include
+    directories beyond barecuda's device headers) with the nvcc-style `options`,
+    and return the image (bytes), as PyCUDA's compile_plain.
+
+    PyCUDA runs nvcc here; barecuda compiles with NVRTC (``backend="nvrtc"``),
+    translating the options as SourceModule does, unless ``backend="nvcc"`` is
+    asked for.  ``target="fatbin"``, which NVRTC cannot make, uses nvcc when no
+    backend is named.  ``-arch``/``-code`` among the options choose the
+    architecture (else the current device's, or with no GPU the newest NVRTC
+    knows).  `cache_dir`: a directory, None for barecuda's default, or False
+    for no cache.  `keep` keeps the compiler's files and prints where."""
+    if backend is None:
+        backend = "nvcc" if target == "fatbin" else "nvrtc"
+    if target not in _KINDS:
+        raise ValueError(f"target must be one of {', '.join(_KINDS)}, not {target!r}")
+    rest, arch, code = _split_arch(_seq(options, "options"))
+    if backend == "nvcc":
+        _find_nvcc(nvcc, "compile_plain(backend='nvcc')")
+    return compile(source, nvcc=nvcc, options=rest, keep=keep, no_extern_c=True, arch=arch,
+                   code=code, cache_dir=cache_dir, include_dirs=[], target=target,
+                   backend=backend)
+
+
+_ARCH_NUMBER = re.compile(r"^(?:sm|compute|lto)_(\d+)[af]?$")
+
+
+class CudaModule:
+    """Base class of the module classes (PyCUDA's CudaModule): an object holding
+    a loaded ``barecuda.driver.Module`` as ``.module``, whose kernels and globals
+    it hands out.  ``SourceModule`` is one; subclasses set ``self.module`` and
+    then call ``self._bind_module()``."""
+
+    module = None
+
+    def _check_arch(self, arch):
+        """Warn when `arch` ("sm_90", "compute_90") is newer than the current
+        device: the image would not load there.  Quiet without a device."""
+        if arch is None:
+            return
+        m = _ARCH_NUMBER.match(arch) if isinstance(arch, str) else None
+        if m is None:
+            return  # the compiler reports a malformed architecture
+        try:
+            cc = _current_device_cc()
+        except _drv.Error:
+            return
+        if int(m.group(1)) > cc:
+            import warnings
+            warnings.warn(f"compiling for {arch}, newer than the current device "
+                          f"(compute capability {cc // 10}.{cc % 10}): the module will "
+                          "not load on it", stacklevel=3)
+
+    def _bind_module(self):
+        """Expose the loaded module's get_global (and get_texref/get_surfref
+        where the driver binding has them) on this object."""
+        self.get_global = self.module.get_global
+        for name in ("get_texref", "get_surfref"):
+            if hasattr(self.module, name):
+                setattr(self, name, getattr(self.module, name))
+
+    def get_function(self, name):
+        """The kernel `name` of the loaded module (a ``barecuda.driver.Function``)."""
+        if self.module is None:
+            raise _drv.LogicError(f"{type(self).__name__} has no loaded module yet")
+        return self.module.get_function(name)
+
+
 class _Loaded:
     """A Module loaded from a _Compiled in one context, shared by SourceModules."""
     __slots__ = ("module", "context", "compiled", "__weakref__")
@@ -774,7 +996,7 @@ def _load(image, kind):
     return _drv.module_from_buffer(image)
 
 
-class SourceModule:
+class SourceModule(CudaModule):
     """CUDA C compiled and loaded into the current context (PyCUDA's SourceModule).
 
     Attributes: ``module`` (the driver Module), ``cubin`` / ``ptx`` (the image,

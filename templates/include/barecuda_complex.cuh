@@ -1,25 +1,66 @@
 // SPDX-License-Identifier: MIT
 // barecuda::complex<T>: complex arithmetic for NumPy's complex64 (complex<float>) and
 // complex128 (complex<double>), laid out as NumPy stores them (real, imaginary; aligned
-// to twice the component size).  `pycuda::complex` is an alias for code written for PyCUDA.
+// to twice the component size).  `pycuda::complex` is the same type under PyCUDA's
+// name (<pycuda-complex.hpp> includes this header), with PyCUDA's API: arithmetic with
+// complex and real operands, ==/!= against both, real()/imag() to read and to set,
+// widening conversion (complex<float> -> complex<double>) implicit and narrowing
+// explicit, and real, imag, abs, arg, norm, conj, polar, exp, log, log10, pow, sqrt,
+// sin, cos, tan, sinh, cosh, tanh.
+//
+// A default-constructed complex is left uninitialised (the type stays trivial, so it
+// may sit in __shared__ memory and in unions), unless BARECUDA_COMPLEX_ZERO_INIT is
+// defined before the first inclusion: then it is zero, as PyCUDA's is.
+// <pycuda-complex.hpp> defines that macro.
+//
+// Everything sits in an extern "C++" block, so the header may be included inside
+// SourceModule's extern "C" { } wrapper.
 #ifndef BARECUDA_COMPLEX_CUH
 #define BARECUDA_COMPLEX_CUH
 
+extern "C++" {
 namespace barecuda {
+
+namespace detail {
+template <bool C, typename R = void> struct enable_if {};
+template <typename R> struct enable_if<true, R> { typedef R type; };
+}  // namespace detail
 
 template <typename T>
 struct alignas(2 * sizeof(T)) complex {
+    typedef T value_type;
     T re, im;
+#ifdef BARECUDA_COMPLEX_ZERO_INIT
+    __host__ __device__ constexpr complex() : re(T(0)), im(T(0)) {}
+#else
     complex() = default;
+#endif
     __host__ __device__ constexpr complex(T r, T i = T(0)) : re(r), im(i) {}
-    template <typename U>
+    // From complex<U>: implicit where no precision is lost (float -> double), explicit
+    // where it may be.
+    template <typename U, typename detail::enable_if<(sizeof(U) < sizeof(T)), int>::type = 0>
+    __host__ __device__ constexpr complex(const complex<U> &o) : re(T(o.re)), im(T(o.im)) {}
+    template <typename U, typename detail::enable_if<(sizeof(U) >= sizeof(T)), long>::type = 0>
     __host__ __device__ explicit constexpr complex(const complex<U> &o) : re(T(o.re)), im(T(o.im)) {}
     __host__ __device__ constexpr T real() const { return re; }
     __host__ __device__ constexpr T imag() const { return im; }
+    __host__ __device__ void real(T v) { re = v; }
+    __host__ __device__ void imag(T v) { im = v; }
+
+    __device__ complex &operator=(T x) { re = x; im = T(0); return *this; }
     __device__ complex &operator+=(const complex &o) { re += o.re; im += o.im; return *this; }
     __device__ complex &operator-=(const complex &o) { re -= o.re; im -= o.im; return *this; }
     __device__ complex &operator*=(const complex &o) { *this = *this * o; return *this; }
     __device__ complex &operator/=(const complex &o) { *this = *this / o; return *this; }
+    __device__ complex &operator+=(T x) { re += x; return *this; }
+    __device__ complex &operator-=(T x) { re -= x; return *this; }
+    __device__ complex &operator*=(T x) { re *= x; im *= x; return *this; }
+    __device__ complex &operator/=(T x) { re /= x; im /= x; return *this; }
+    template <typename U> __device__ complex &operator+=(const complex<U> &o) { return *this += complex(T(o.re), T(o.im)); }
+    template <typename U> __device__ complex &operator-=(const complex<U> &o) { return *this -= complex(T(o.re), T(o.im)); }
+    template <typename U> __device__ complex &operator*=(const complex<U> &o) { return *this *= complex(T(o.re), T(o.im)); }
+    template <typename U> __device__ complex &operator/=(const complex<U> &o) { return *this /= complex(T(o.re), T(o.im)); }
+
     friend __device__ __forceinline__ complex operator+(const complex &a, const complex &b) { return complex(a.re + b.re, a.im + b.im); }
     friend __device__ __forceinline__ complex operator-(const complex &a, const complex &b) { return complex(a.re - b.re, a.im - b.im); }
     friend __device__ __forceinline__ complex operator-(const complex &a) { return complex(-a.re, -a.im); }
@@ -41,14 +82,32 @@ struct alignas(2 * sizeof(T)) complex {
         T rat = b.re / b.im, scl = T(1) / (b.im + b.re * rat);
         return complex((a.re * rat + a.im) * scl, (a.im * rat - a.re) * scl);
     }
+    // With a real operand: component by component (no 0 * inf from a zero imaginary part).
+    friend __device__ __forceinline__ complex operator+(const complex &a, T x) { return complex(a.re + x, a.im); }
+    friend __device__ __forceinline__ complex operator+(T x, const complex &a) { return complex(x + a.re, a.im); }
+    friend __device__ __forceinline__ complex operator-(const complex &a, T x) { return complex(a.re - x, a.im); }
+    friend __device__ __forceinline__ complex operator-(T x, const complex &a) { return complex(x - a.re, -a.im); }
+    friend __device__ __forceinline__ complex operator*(const complex &a, T x) { return complex(a.re * x, a.im * x); }
+    friend __device__ __forceinline__ complex operator*(T x, const complex &a) { return complex(x * a.re, x * a.im); }
+    friend __device__ __forceinline__ complex operator/(const complex &a, T x) { return complex(a.re / x, a.im / x); }
+    friend __device__ __forceinline__ complex operator/(T x, const complex &a) { return complex(x, T(0)) / a; }
     friend __device__ __forceinline__ bool operator==(const complex &a, const complex &b) { return a.re == b.re && a.im == b.im; }
     friend __device__ __forceinline__ bool operator!=(const complex &a, const complex &b) { return !(a == b); }
+    friend __device__ __forceinline__ bool operator==(const complex &a, T x) { return a.re == x && a.im == T(0); }
+    friend __device__ __forceinline__ bool operator==(T x, const complex &a) { return a == x; }
+    friend __device__ __forceinline__ bool operator!=(const complex &a, T x) { return !(a == x); }
+    friend __device__ __forceinline__ bool operator!=(T x, const complex &a) { return !(a == x); }
     // NumPy orders complex numbers lexicographically.
     friend __device__ __forceinline__ bool operator<(const complex &a, const complex &b) { return a.re < b.re || (a.re == b.re && a.im < b.im); }
     friend __device__ __forceinline__ bool operator>(const complex &a, const complex &b) { return b < a; }
     friend __device__ __forceinline__ bool operator<=(const complex &a, const complex &b) { return a.re < b.re || (a.re == b.re && a.im <= b.im); }
     friend __device__ __forceinline__ bool operator>=(const complex &a, const complex &b) { return b <= a; }
 };
+
+namespace detail {
+template <typename S> struct is_complex { static const bool value = false; };
+template <typename T> struct is_complex<complex<T> > { static const bool value = true; };
+}  // namespace detail
 
 // Real numbers are their own conjugates (NumPy's conjugate accepts them).
 template <typename T> __device__ __forceinline__ T conj(const T &x) { return x; }
@@ -129,8 +188,33 @@ template <typename T> __device__ __forceinline__ complex<T> pow(const complex<T>
     return exp(b * log(a));
 }
 
+// rho * (cos theta + i sin theta)
+template <typename T> __device__ __forceinline__ complex<T> polar(const T &rho, const T &theta = T(0))
+{
+    return complex<T>(rho * ::cos(theta), rho * ::sin(theta));
+}
+// complex ** real: in polar form, |a|^b at angle b * arg(a).
+template <typename T, typename S, typename detail::enable_if<!detail::is_complex<S>::value, int>::type = 0>
+__device__ __forceinline__ complex<T> pow(const complex<T> &a, const S &b)
+{
+    const T e = T(b);
+    if (a.re == T(0) && a.im == T(0))
+        return e == T(0) ? complex<T>(T(1), T(0)) : complex<T>(T(0), T(0));
+    return polar(T(::pow(abs(a), e)), e * arg(a));
+}
+// real ** complex: a^b = exp(b ln a), with ln a real for a > 0.
+template <typename T, typename S, typename detail::enable_if<!detail::is_complex<S>::value, int>::type = 0>
+__device__ __forceinline__ complex<T> pow(const S &a, const complex<T> &b)
+{
+    const T x = T(a);
+    if (x > T(0))
+        return polar(T(::pow(x, b.re)), b.im * T(::log(x)));
+    return pow(complex<T>(x, T(0)), b);
+}
+
 }  // namespace barecuda
 
 namespace pycuda = barecuda;
+}  // extern "C++"
 
 #endif

@@ -6,6 +6,7 @@
 #ifndef BARECUDA_TYPES_CUH
 #define BARECUDA_TYPES_CUH
 
+extern "C++" {  // usable inside an extern "C" { } block
 namespace barecuda {
 
 template <typename T> struct is_complex { static const bool value = false; };
@@ -163,5 +164,6 @@ template <typename T> __device__ __forceinline__ T pow_int(T a, T b)
 }
 
 }  // namespace barecuda
+}  // extern "C++"
 
 #endif
