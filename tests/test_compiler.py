@@ -236,9 +236,22 @@ def test_compile_error_bad_option():
     assert info.value.name == "NVRTC_ERROR_INVALID_OPTION"
 
 
+class _CodeTree:
+    """Stands for a cgen/codepy syntax tree: renders itself as code through str()."""
+
+    def __str__(self):
+        return '__global__ void from_tree(float *x) { x[0] = 1.0f; }'
+
+
+def test_source_as_a_code_tree():
+    ptx = compiler.compile(_CodeTree(), arch="compute_90", target="ptx")
+    assert b"from_tree" in ptx
+
+
 def test_bad_arguments():
-    with pytest.raises(TypeError, match="source must be str or bytes"):
-        compiler.compile(42, arch="sm_90")
+    for bad in (42, 1.5, [b"__global__ void f() {}"], None):
+        with pytest.raises(TypeError, match="source must be str, bytes or an object"):
+            compiler.compile(bad, arch="sm_90")
     with pytest.raises(TypeError, match="options must be a list of str"):
         compiler.compile(SAXPY, arch="sm_90", options="-O3")
     with pytest.raises(TypeError, match="options must be str"):

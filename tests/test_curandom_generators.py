@@ -247,9 +247,10 @@ def test_normal_and_log_normal(ctx, cls):
     # Every Sobol dimension's first 32 points are the same 32 strata j/32 (one per
     # stratum, at its lower edge), so the normals made from them by inverse CDF are
     # symmetric about 0 but miss both tails: their std is 0.90 to 0.91 (seen on an
-    # H100), deterministically, not 1.  Pseudo-random generators must be close to 1.
+    # H100), deterministically, not 1 (scrambled ones come near 1).  Pseudo-random
+    # generators must be close to 1.
     tol_m = 0.05 if cls in SOBOL else 0.02
-    std_range = (0.85, 1.0) if cls in SOBOL else (0.98, 1.02)
+    std_range = (0.85, 1.03) if cls in SOBOL else (0.98, 1.02)
     for size in (n, n + 1):                 # Box-Muller pairs and single draws
         for dt in (np.float32, np.float64):
             x = g.gen_normal(size, dt).get().astype(np.float64)

@@ -69,7 +69,10 @@ class _OfflineModule:
 
 
 class _FakeContext:
-    pass
+    """Stands for a Context: the getters' results live in its kernel_cache."""
+
+    def __init__(self):
+        self.kernel_cache = {}
 
 
 @pytest.fixture

@@ -505,11 +505,18 @@ def _seq(value, what):
 
 
 def _source_text(source):
+    """The source as str: str, bytes (UTF-8), or an object that renders itself as
+    code through its own __str__ (a cgen/codepy syntax tree, as PyCUDA takes)."""
     if isinstance(source, bytes):
         return source.decode("utf-8")
-    if not isinstance(source, str):
-        raise TypeError(f"source must be str or bytes, not {type(source).__name__}")
-    return source
+    if isinstance(source, str):
+        return source
+    if type(source).__str__ is not object.__str__ and not isinstance(source, (int, float)):
+        text = str(source)
+        if isinstance(text, str):
+            return text
+    raise TypeError(f"source must be str, bytes or an object whose str() is CUDA code "
+                    f"(such as a cgen Module), not {type(source).__name__}")
 
 
 def _current_device_cc():

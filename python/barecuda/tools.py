@@ -380,37 +380,52 @@ def init_cuda_context_fixture():
         _test_context_done(ctx, pushed)
 
 
+_memo_contexts = _weakref.WeakSet()   # contexts holding memoized results
+
+
 def context_dependent_memoize(func):
     """Cache `func`'s results per current context and arguments (PyCUDA's decorator).
 
-    The cache holds contexts weakly, so it never keeps one alive; a call with no
-    context current is not cached.  ``clear_context_caches()`` empties every such cache.
+    The results live in the context's own ``kernel_cache``, so they never keep a
+    context alive and go with it: a detached context (or a reset primary context)
+    never hands its modules to the next one.  A call with no context current is not
+    cached.  ``clear_context_caches()`` empties every such cache.
     """
-    cache = _weakref.WeakKeyDictionary()
+    token = ("context_dependent_memoize", func.__module__, func.__qualname__, object())
 
     @_functools.wraps(func)
     def wrapper(*args, **kwargs):
         ctx = _drv.Context.get_current()
         if ctx is None:
             return func(*args, **kwargs)
-        key = (args, frozenset(kwargs.items())) if kwargs else args
-        per_ctx = cache.get(ctx)
-        if per_ctx is None:
-            per_ctx = cache[ctx] = {}
+        cache = ctx.kernel_cache
+        key = (token, args, frozenset(kwargs.items())) if kwargs else (token, args)
         try:
-            return per_ctx[key]
+            return cache[key]
         except KeyError:
-            value = per_ctx[key] = func(*args, **kwargs)
+            value = cache[key] = func(*args, **kwargs)
+            _memo_contexts.add(ctx)
             return value
 
-    wrapper.clear_cache = cache.clear
+    def clear_cache():
+        for ctx in list(_memo_contexts):
+            try:
+                cache = ctx.kernel_cache
+            except _drv.LogicError:         # detached: its cache went with it
+                _memo_contexts.discard(ctx)
+                continue
+            for key in [k for k in cache if type(k) is tuple and k and k[0] is token]:
+                del cache[key]
+
+    wrapper.clear_cache = clear_cache
     _memoized.add(wrapper)
     return wrapper
 
 
 def clear_context_caches():
-    """Empty every cache of context_dependent_memoize and the current context's
-    cache of generated kernels (they are rebuilt from the disk cache on next use)."""
+    """Empty every cache of context_dependent_memoize, in every context, and the
+    current context's cache of generated kernels (they are rebuilt from the disk
+    cache on next use)."""
     for wrapper in list(_memoized):
         wrapper.clear_cache()
     ctx = _drv.Context.get_current()

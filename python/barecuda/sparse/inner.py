@@ -19,8 +19,25 @@ STREAM_POOL = []     # side streams of finished copies, reused by later ones
 
 
 def get_stream():
-    """A stream from STREAM_POOL, or a new one when the pool is empty."""
-    return STREAM_POOL.pop() if STREAM_POOL else drv.Stream()
+    """A stream of the current context from STREAM_POOL, or a new one.
+
+    Pooled streams of other contexts stay for their context; those of a context
+    that is gone (detached, or a primary context that was reset) are dropped.
+    """
+    ctx = drv.Context.get_current()
+    for i in range(len(STREAM_POOL) - 1, -1, -1):
+        stream = STREAM_POOL[i]
+        try:
+            owner = stream.context
+            usable = owner is not None and not owner.released
+        except drv.LogicError:
+            usable = False
+        if not usable:
+            del STREAM_POOL[i]
+        elif owner == ctx:
+            del STREAM_POOL[i]
+            return stream
+    return drv.Stream()
 
 
 class AsyncInnerProduct:
