@@ -15,23 +15,12 @@ import operator
 import numpy as np
 
 from barecuda.tools import dtype_to_ctype
+from barecuda._lazy import gpuarray_module as _ga
 
 __all__ = ["take", "multi_take", "multi_put", "multi_take_put", "subset_sum", "subset_dot",
            "subset_max", "subset_min"]
 
 _CHUNK = 16   # arrays per launch of the multi_* kernels
-
-_ga_module = None
-
-
-def _ga():
-    """barecuda.gpuarray (it imports this module, so it is fetched on first use)."""
-    global _ga_module
-    if _ga_module is None:
-        from barecuda import gpuarray
-        _ga_module = gpuarray
-    return _ga_module
-
 
 def _indices(name, what, idx, one_d=True):
     ga = _ga()

@@ -13,19 +13,9 @@ import numpy as np
 
 from barecuda import _driver as _cdrv
 from barecuda import driver as _drv
+from barecuda._lazy import gpuarray_module as _ga
 
 __all__ = ["from_dlpack", "asarray"]
-
-_ga_module = None
-
-
-def _ga():
-    """barecuda.gpuarray (it imports this module, so it is fetched on first use)."""
-    global _ga_module
-    if _ga_module is None:
-        from barecuda import gpuarray
-        _ga_module = gpuarray
-    return _ga_module
 
 _DL_CUDA, _DL_CUDA_MANAGED = 2, 13
 _DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}

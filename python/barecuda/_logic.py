@@ -11,20 +11,9 @@ when either part is nonzero.  Operands are GPUArrays of one shape or numbers; a
 import numpy as np
 
 from barecuda.tools import dtype_to_ctype
+from barecuda._lazy import gpuarray_module as _ga
 
 __all__ = ["any", "all", "logical_and", "logical_or", "logical_not", "where"]
-
-_ga_module = None
-
-
-def _ga():
-    """barecuda.gpuarray (it imports this module, so it is fetched on first use)."""
-    global _ga_module
-    if _ga_module is None:
-        from barecuda import gpuarray
-        _ga_module = gpuarray
-    return _ga_module
-
 
 def _truth(expr, dt):
     """C expression: the truth of `expr` of dtype dt."""

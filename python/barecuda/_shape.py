@@ -10,20 +10,9 @@ strided copy kernel, converting dtypes to the common NumPy result type.
 import operator
 
 import numpy as np
+from barecuda._lazy import gpuarray_module as _ga
 
 __all__ = ["concatenate", "stack", "transpose", "reshape", "splay"]
-
-_ga_module = None
-
-
-def _ga():
-    """barecuda.gpuarray (it imports this module, so it is fetched on first use)."""
-    global _ga_module
-    if _ga_module is None:
-        from barecuda import gpuarray
-        _ga_module = gpuarray
-    return _ga_module
-
 
 def _check_arrays(name, arrays):
     ga = _ga()

@@ -1,0 +1,15 @@
+# SPDX-License-Identifier: MIT
+"""barecuda.gpuarray for the modules that gpuarray itself imports (shapes, logic,
+gathers, interop): they reach GPUArray through gpuarray_module(), fetched on first
+use, so that importing gpuarray never needs them to import it back."""
+
+_gpuarray = None
+
+
+def gpuarray_module():
+    """The barecuda.gpuarray module (imported on the first call, then kept)."""
+    global _gpuarray
+    if _gpuarray is None:
+        from barecuda import gpuarray
+        _gpuarray = gpuarray
+    return _gpuarray
