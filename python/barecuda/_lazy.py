@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """barecuda.gpuarray for the modules that gpuarray itself imports (shapes, logic,
-gathers, interop): they reach GPUArray through gpuarray_module(), fetched on first
+gathers, interop, arithmetic, creation, reductions): they reach GPUArray through gpuarray_module(), fetched on first
 use, so that importing gpuarray never needs them to import it back."""
 
 _gpuarray = None

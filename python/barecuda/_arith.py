@@ -1,0 +1,346 @@
+# SPDX-License-Identifier: MIT
+"""Elementwise arithmetic on GPUArrays: NumPy's type resolution for an operation, the
+kernels of binary and unary operators (the Python path behind GPUArray's ``+``,
+``-``, ``*``, ``==``, ``abs`` ... and its in-place and ``out=`` forms, after the C
+fast paths of ``_ELEMENTWISE``/``_UNARY``), and ``if_positive``, ``maximum``,
+``minimum``; re-exported by :mod:`barecuda.gpuarray`.
+"""
+
+import numpy as np
+
+from barecuda import _driver as _cdrv
+from barecuda.tools import dtype_to_ctype
+from barecuda._lazy import gpuarray_module as _ga
+
+__all__ = ["if_positive", "maximum", "minimum"]
+
+# ------------------------------------------------------------------ type resolution
+
+_types = {}
+
+
+def _result_dtype(op, a, b=None):
+    """NumPy's result dtype of ufunc `op` on an array of a and b (dtype, Python or NumPy
+    scalar); raises TypeError (or OverflowError) as NumPy does."""
+    key = (op, a, b if isinstance(b, np.dtype) else type(b))
+    r = _types.get(key)
+    if r is None:
+        uf = getattr(np, op)
+        x = np.empty(0, a)
+        try:
+            if b is None:
+                r = uf(x).dtype
+            elif isinstance(b, np.dtype):
+                r = uf(x, np.empty(0, b)).dtype
+            else:
+                r = uf(x, b).dtype
+        except TypeError as exc:
+            raise TypeError(f"operation {op} is not supported for {a}"
+                            + ("" if b is None else f" and {b if isinstance(b, np.dtype) else type(b).__name__}")
+                            + f": {exc}") from None
+        if isinstance(b, (np.generic, int, float, complex)) and not isinstance(b, np.dtype):
+            if type(b) is int and a.kind in "iu":
+                pass  # overflow is checked on conversion, value by value
+        _types[key] = r
+    return r
+
+
+_BINOPS = {
+    "add": "a + b", "subtract": "a - b", "multiply": "a * b", "true_divide": "a / b",
+    "equal": "a == b", "not_equal": "a != b", "less": "a < b", "less_equal": "a <= b",
+    "greater": "a > b", "greater_equal": "a >= b",
+    "maximum": "((a >= b || a != a) ? a : b)", "minimum": "((a <= b || a != a) ? a : b)",
+}
+_COMPARE = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+
+
+def _binop_expr(op, ct_dt):
+    if ct_dt == np.bool_:
+        if op == "add":
+            return "(a || b)"
+        if op == "multiply":
+            return "(a && b)"
+        if op in ("maximum",):
+            return "(a || b)"
+        if op in ("minimum",):
+            return "(a && b)"
+    if op in _BINOPS:
+        return _BINOPS[op]
+    kind = ct_dt.kind
+    if op == "floor_divide":
+        return "barecuda::floordiv_int(a, b)" if kind in "iu" else "barecuda::floordiv_float(a, b)"
+    if op == "remainder":
+        return "barecuda::mod_int(a, b)" if kind in "iu" else "barecuda::mod_float(a, b)"
+    if op == "power":
+        if kind in "iu":
+            return "barecuda::pow_int(a, b)"
+        if kind == "c":
+            return "barecuda::pow(a, b)"
+        return "pow(a, b)"
+    raise TypeError(f"unsupported operation {op}")
+
+
+def _compute_dtype(op, x_dt, y_dt_or_scalar, res):
+    """The dtype the operation is computed in."""
+    if op in _COMPARE:
+        if isinstance(y_dt_or_scalar, np.dtype):
+            return np.result_type(x_dt, y_dt_or_scalar)
+        return np.result_type(np.empty(0, x_dt), y_dt_or_scalar)
+    return res
+
+
+def _binary_kernel(op, xd, yd, scalar, reverse, res, cd):
+    """Kernel z = op(x, y) (y an array of yd, or a scalar of the compute type cd);
+    `scalar` "x0"/"y0": x or y is a 0-d array, its one element used for every i."""
+    ga = _ga()
+    key = ("bin", op, xd, yd, scalar, reverse, res, cd)
+    k = ga._kernels.get(key)
+    if k is None:
+        ct = ga._ct(cd)
+        expr = _binop_expr(op, cd if cd != np.float16 else np.dtype(np.float32))
+        xa = f"bc_cast<{ct}>(x[{'0' if scalar == 'x0' else 'i'}])"
+        if scalar in ("x0", "y0"):
+            ya = f"bc_cast<{ct}>(y[{'0' if scalar == 'y0' else 'i'}])"
+            sdecl = f"{dtype_to_ctype(yd)} *y"
+        elif scalar:
+            ya = f"bc_cast<{ct}>(s)"
+            sdecl = f"{dtype_to_ctype(cd)} s"
+        else:
+            ya = f"bc_cast<{ct}>(y[i])"
+            sdecl = f"{dtype_to_ctype(yd)} *y"
+        a, b = (ya, xa) if reverse else (xa, ya)
+        zt = dtype_to_ctype(res)
+        op_src = (f"const {ct} a = {a}; const {ct} b = {b}; "
+                  f"z[i] = bc_cast<{zt}>({expr})")
+        k = ga._kernel(key, f"{zt} *z, {dtype_to_ctype(xd)} *x, {sdecl}", op_src, f"bc_{op}")
+    return k
+
+
+_PY_SCALARS = (int, float, complex, bool, np.generic)
+
+
+_WEAK_SCALARS = (float, int, complex)
+
+
+def _binary(op, x, y, reverse=False, out=None, stream=None):
+    if out is None:
+        z = _ELEMENTWISE[reverse][op](x, y, stream)   # the C fast path, or None
+        if z is not None:
+            return z
+    ga = _ga()
+    ty = type(y)
+    if ty is ga.GPUArray and x.shape != y.shape and (x.shape == () or y.shape == ()):
+        return _binary_0d(op, y, x, out, stream) if reverse else _binary_0d(op, x, y, out, stream)
+    if ty is ga.GPUArray:
+        if x.shape != y.shape:
+            raise ValueError(f"operands could not be used together: shapes {x.shape} and {y.shape} "
+                             "differ (broadcasting is not supported)")
+        res = _result_dtype(op, x.dtype, y.dtype)
+        cd = _compute_dtype(op, x.dtype, y.dtype, res)
+        k = _binary_kernel(op, x.dtype, y.dtype, False, False, res, cd)
+        same = x.strides == y.strides and (x._c or x._f)
+        if not same:
+            x = x._contiguous(stream)
+            y = y._contiguous(stream)
+        if out is None:
+            z = ga._empty_as(x, res, stream)
+            if x.size:
+                k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
+                _remember(_ELEMENTWISE[False][op], x.dtype, y.dtype, res, k)
+            return z
+        return _to_out(k, [x.ptr, y.ptr], x, res, out, op, stream)
+    if not isinstance(y, _PY_SCALARS):
+        if isinstance(y, (list, tuple)):
+            # refused, not left to Python: `a == [1, 2]` would quietly be False
+            raise TypeError(f"cannot combine a GPUArray with a {type(y).__name__} in {op}; "
+                            "make it an array with gpuarray.to_gpu first")
+        if isinstance(y, np.ndarray):
+            if y.ndim == 0:
+                y = y[()]
+            else:
+                raise TypeError(f"cannot combine a GPUArray with a numpy.ndarray in {op}; "
+                                "transfer it with gpuarray.to_gpu first")
+        else:
+            return NotImplemented
+    res = _result_dtype(op, x.dtype, y)
+    cd = _compute_dtype(op, x.dtype, y, res)
+    k = _binary_kernel(op, x.dtype, None, True, reverse, res, cd)
+    s = ga._scalar_flat(k, 2, y)
+    if op == "power" and not reverse and cd.kind in "iu" and y < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    if not (x._c or x._f):
+        x = x._contiguous(stream)
+    if out is None:
+        z = ga._empty_as(x, res, stream)
+        if x.size:
+            k.launch_flat(x.size, [z.ptr, x.ptr] + s, stream)
+            if ty in _WEAK_SCALARS and op != "power" and not (ty is int and op in _COMPARE):
+                # the kernel depends on the scalar's type only (NumPy 2's weak scalars)
+                _remember(_ELEMENTWISE[reverse][op], x.dtype, ty, res, k)
+        return z
+    return _to_out(k, [x.ptr] + s, x, res, out, op, stream)
+
+
+def _binary_0d(op, x, y, out, stream):
+    """op(x, y) where one of x, y is 0-d and the other not: the 0-d array acts as a
+    scalar kept on the device (its dtype counts in the promotion, as a NumPy 0-d
+    array's does)."""
+    mode, big = ("y0", x) if y.shape == () else ("x0", y)
+    res = _result_dtype(op, x.dtype, y.dtype)
+    cd = _compute_dtype(op, x.dtype, y.dtype, res)
+    k = _binary_kernel(op, x.dtype, y.dtype, mode, False, res, cd)
+    if not (big._c or big._f):
+        big = big._contiguous(stream)
+        if mode == "y0":
+            x = big
+        else:
+            y = big
+    if out is None:
+        z = _ga()._empty_as(big, res, stream)
+        if big.size:
+            k.launch_flat(big.size, [z.ptr, x.ptr, y.ptr], stream)
+        return z
+    return _to_out(k, [x.ptr, y.ptr], big, res, out, op, stream)
+
+
+def _remember(table, xdt, key, res, k):
+    """Let the C `table` launch kernel k for these operands from now on (it checks
+    that k's context is still current); results of another itemsize than x's
+    cannot share x's strides, so those stay on the Python path."""
+    if res.itemsize == xdt.itemsize and k._hot is not None:
+        table.put(xdt, key, res, k._hot)
+
+
+class _Tables(dict):
+    """op name -> its _OpTable, made on first use."""
+
+    def __init__(self, kind, suffix=""):
+        super().__init__()
+        self.kind, self.suffix = kind, suffix
+
+    def __missing__(self, op):
+        t = self[op] = _cdrv._OpTable(_ga().GPUArray, self.kind, op + self.suffix)
+        return t
+
+
+# the C small-op fast paths: `x op y` ([0]) and `y op x` for a scalar y ([1]), unary ops
+# (the one for sums, gpuarray._SUMS, is made with GPUArray)
+_ELEMENTWISE = (_Tables("elementwise"), _Tables("elementwise", " (reflected)"))
+_UNARY = _Tables("unary")
+
+
+def _to_out(k, flat, x, res, out, op, stream):
+    """Run kernel k writing into `out` (in-place forms and out= arguments)."""
+    ga = _ga()
+    if not isinstance(out, ga.GPUArray):
+        raise TypeError(f"out must be a GPUArray, not {type(out).__name__}")
+    if out.shape != x.shape:
+        raise ValueError(f"out has shape {out.shape}, the result {x.shape}")
+    if res != out.dtype and not np.can_cast(res, out.dtype, "same_kind"):
+        raise TypeError(f"Cannot cast {op} output from dtype('{res}') to dtype('{out.dtype}') "
+                        "with casting rule 'same_kind'")
+    if x.size == 0:
+        return out
+    if res == out.dtype and out.strides == x.strides and (out._c or out._f):
+        k.launch_flat(x.size, [out.ptr] + flat, stream)
+        return out
+    tmp = ga._empty_as(x, res, stream)
+    k.launch_flat(x.size, [tmp.ptr] + flat, stream)
+    ga._assign(out, tmp, stream)
+    return out
+
+
+def _unary_expr(op, dt):
+    if op == "negative":
+        return "-a"
+    if op == "conjugate":
+        return "barecuda::conj(a)"
+    if op == "absolute":
+        if dt.kind == "c":
+            return "barecuda::abs(a)"
+        if dt.kind == "b" or dt.kind == "u":
+            return "a"
+        if dt.kind == "f":
+            return "fabs(a)"
+        return "(a < 0 ? -a : a)"
+    raise TypeError(op)
+
+
+def _unary_kernel(op, dt):
+    ga = _ga()
+    key = ("un", op, dt)
+    k = ga._kernels.get(key)
+    if k is None:
+        res = _result_dtype(op, dt)
+        ct = ga._ct(dt)
+        expr = _unary_expr(op, dt)
+        zt = dtype_to_ctype(res)
+        k = ga._kernel(key, f"{zt} *z, {dtype_to_ctype(dt)} *x",
+                       f"const {ct} a = bc_cast<{ct}>(x[i]); z[i] = bc_cast<{zt}>({expr})", f"bc_{op}")
+    return k
+
+
+def _unary(op, x, out=None, stream=None):
+    if out is None:
+        z = _UNARY[op](x, stream)
+        if z is not None:
+            return z
+    res = _result_dtype(op, x.dtype)
+    k = _unary_kernel(op, x.dtype)
+    if not (x._c or x._f):
+        x = x._contiguous(stream)
+    if out is None:
+        z = _ga()._empty_as(x, res, stream)
+        if x.size:
+            k.launch_flat(x.size, [z.ptr, x.ptr], stream)
+            _remember(_UNARY[op], x.dtype, None, res, k)
+        return z
+    return _to_out(k, [x.ptr], x, res, out, op, stream)
+
+
+# ------------------------------------------------------------------ more elementwise (public)
+
+def _if_positive_kernel(cdt, vdt):
+    ga = _ga()
+    ct, vt = dtype_to_ctype(cdt), dtype_to_ctype(vdt)
+    return ga._kernel(("if_positive", cdt, vdt), f"{vt} *z, {ct} *c, {vt} *t, {vt} *e",
+                      f"z[i] = bc_cast<{ga._ct(cdt)}>(c[i]) > bc_cast<{ga._ct(cdt)}>(0) ? t[i] : e[i]",
+                      "bc_if_positive")
+
+
+def if_positive(criterion, then_, else_, out=None, stream=None):
+    """Elementwise `then_ if criterion > 0 else else_` (arrays of one shape)."""
+    ga = _ga()
+    for name, a in (("criterion", criterion), ("then_", then_), ("else_", else_)):
+        if not isinstance(a, ga.GPUArray):
+            raise TypeError(f"if_positive(): {name} must be a GPUArray")
+    if not (criterion.shape == then_.shape == else_.shape):
+        raise ValueError("if_positive(): criterion, then_ and else_ must have one shape")
+    if then_.dtype != else_.dtype:
+        raise TypeError(f"if_positive(): then_ ({then_.dtype}) and else_ ({else_.dtype}) "
+                        "must have one dtype")
+    c, t, e = (a._contiguous(stream) for a in (criterion, then_, else_))
+    k = _if_positive_kernel(c.dtype, t.dtype)
+    if out is None:
+        out = ga.GPUArray(c.shape, t.dtype, allocator=t.allocator, stream=stream)
+        k.launch_flat(c.size, [out.ptr, c.ptr, t.ptr, e.ptr], stream)
+        return out
+    if out.shape != c.shape or out.dtype != t.dtype:
+        raise ValueError("if_positive(): out has the wrong shape or dtype")
+    tmp = ga.GPUArray(c.shape, t.dtype, stream=stream)
+    k.launch_flat(c.size, [tmp.ptr, c.ptr, t.ptr, e.ptr], stream)
+    return ga._assign(out, tmp, stream)
+
+
+def maximum(a, b, out=None, stream=None):
+    """Elementwise maximum (NaN propagates, as NumPy)."""
+    if not isinstance(a, _ga().GPUArray):
+        a, b = b, a
+    return _binary("maximum", a, b, out=out, stream=stream)
+
+
+def minimum(a, b, out=None, stream=None):
+    """Elementwise minimum (NaN propagates, as NumPy)."""
+    if not isinstance(a, _ga().GPUArray):
+        a, b = b, a
+    return _binary("minimum", a, b, out=out, stream=stream)

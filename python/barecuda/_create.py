@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+"""Making GPUArrays: ``empty``, ``zeros``, ``ones``, ``full``, their ``*_like`` forms,
+``to_gpu``, ``to_gpu_async``, ``arange`` and ``is_gpuarray``; re-exported by
+:mod:`barecuda.gpuarray`.
+"""
+
+import builtins as _builtins
+
+import numpy as np
+
+from barecuda import driver as _drv
+from barecuda.tools import dtype_to_ctype
+from barecuda._lazy import gpuarray_module as _ga
+
+__all__ = ["empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "to_gpu",
+           "to_gpu_async", "arange", "is_gpuarray"]
+
+def _shape_dtype_alloc(shape, dtype, allocator, order="C", stream=None):
+    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+
+
+def empty(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+    """A new uninitialised GPUArray."""
+    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+
+
+def zeros(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+    """zeros(shape, dtype=float64, allocator=None, order="C", stream=None): a new GPUArray of zeros.
+
+    `shape` is an int or a tuple of ints, `order` 'C' or 'F'; `allocator` (a callable
+    taking a byte count, such as a ``tools.DeviceMemoryPool``) supplies the memory.
+    With `stream` the clearing is queued on it.  Raises ValueError or TypeError for
+    a bad shape, dtype or order, as the GPUArray constructor.
+    """
+    a = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    if a.size:
+        if stream is not None and hasattr(_drv, "memset_d8_async"):
+            _drv.memset_d8_async(a.ptr, 0, a.nbytes, stream)
+        else:
+            _drv.memset_d8(a.ptr, 0, a.nbytes)
+    return a
+
+
+def ones(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+    """ones(shape, dtype=float64, allocator=None, order="C", stream=None): a new GPUArray of ones.
+
+    Arguments and errors as ``zeros``.
+    """
+    return full(shape, 1, dtype, allocator, order, stream)
+
+
+def full(shape, fill_value, dtype=None, allocator=None, order="C", stream=None):
+    """full(shape, fill_value, dtype=None, ...): a new GPUArray with every element `fill_value`.
+
+    `dtype` defaults to NumPy's type of `fill_value` (``numpy.array(fill_value).dtype``);
+    other arguments and errors as ``zeros``.
+    """
+    if dtype is None:
+        dtype = np.array(fill_value).dtype
+    a = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    return a.fill(fill_value, stream)
+
+
+def _like(other, dtype, order):
+    if not isinstance(other, _ga().GPUArray):
+        raise TypeError(f"other must be a GPUArray, not {type(other).__name__}")
+    dtype = other.dtype if dtype is None else dtype
+    if order in ("K", "A", "k", "a") or order is None:
+        # "A": F when other is F-contiguous (and not C), else C; "K" the same here,
+        # since the result is always contiguous
+        order = "F" if (other._f and not other._c) else "C"
+    return order, dtype
+
+
+def empty_like(other, dtype=None, order="K", stream=None):
+    """empty_like(other, dtype=None, order="K", stream=None): a new uninitialised GPUArray shaped as `other`.
+
+    `other` is a GPUArray; its dtype and allocator are reused unless `dtype` is
+    given.  order "K" keeps Fortran order for an F-contiguous `other`, else C.
+    """
+    order, dtype = _like(other, dtype, order)
+    return _ga().GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)
+
+
+def zeros_like(other, dtype=None, order="K", stream=None):
+    """zeros_like(other, dtype=None, order="K", stream=None): a new GPUArray of zeros shaped as `other`.
+
+    Arguments as ``empty_like``.
+    """
+    order, dtype = _like(other, dtype, order)
+    return zeros(other.shape, dtype, other.allocator, order, stream)
+
+
+def ones_like(other, dtype=None, order="K", stream=None):
+    """ones_like(other, dtype=None, order="K", stream=None): a new GPUArray of ones shaped as `other`.
+
+    Arguments as ``empty_like``.
+    """
+    order, dtype = _like(other, dtype, order)
+    return full(other.shape, 1, dtype, other.allocator, order, stream)
+
+
+def to_gpu(ary, allocator=None, stream=None):
+    """A GPUArray holding a copy of the host array `ary`."""
+    ary = np.asarray(ary)
+    if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
+        ary = np.ascontiguousarray(ary)
+    order = "C" if ary.flags.c_contiguous else "F"
+    a = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
+    if a.size:
+        _ga()._htod(a.ptr, ary, False, stream)
+    return a
+
+
+def to_gpu_async(ary, allocator=None, stream=None):
+    """As to_gpu, the copy queued on `stream` (page-locked `ary` makes it truly async)."""
+    ary = np.asarray(ary)
+    if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
+        ary = np.ascontiguousarray(ary)
+    order = "C" if ary.flags.c_contiguous else "F"
+    a = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
+    if a.size:
+        _drv.memcpy_htod_async(a.ptr, ary, stream)
+    return a
+
+
+def _arange_kernel(dtype, cd):
+    ct, cc = dtype_to_ctype(dtype), dtype_to_ctype(cd)
+    return _ga()._kernel(("arange", dtype, cd), f"{ct} *z, {cc} start, {cc} step",
+                         f"z[i] = bc_cast<{ct}>(start + ({cc})i * step)", "bc_arange")
+
+
+def arange(*args, dtype=None, allocator=None, stream=None):
+    """As numpy.arange: arange([start,] stop[, step], dtype=None)."""
+    if not 1 <= len(args) <= 3:
+        raise TypeError(f"arange() takes 1 to 3 positional arguments, {len(args)} given")
+    if len(args) == 1:
+        start, stop, step = 0, args[0], 1
+    elif len(args) == 2:
+        start, stop, step = args[0], args[1], 1
+    else:
+        start, stop, step = args
+    if step == 0:
+        raise ValueError("arange(): step may not be zero")
+    if dtype is None:
+        dtype = np.result_type(np.asarray(start), np.asarray(stop), np.asarray(step))
+    dtype = _ga()._check_dtype(dtype)
+    import math
+    n = _builtins.max(0, int(math.ceil((stop - start) / step)))
+    a = _ga().GPUArray((n,), dtype, allocator=allocator, stream=stream)
+    if n:
+        cd = np.dtype(np.float64) if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float) \
+            else np.dtype(np.int64)
+        k = _arange_kernel(dtype, cd)
+        k.launch_flat(n, [a.ptr, cd.type(start), cd.type(step)], stream)
+    return a
+
+
+def is_gpuarray(obj):
+    """True when `obj` is a GPUArray (views included), else False."""
+    return isinstance(obj, _ga().GPUArray)
