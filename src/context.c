@@ -135,7 +135,7 @@ bc_context_create(bc_State *st, CUdevice dev, unsigned int flags)
     CUcontext handle;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
-#if CUDA_VERSION >= 12050
+#if CUDA_VERSION >= 13000 /* cuCtxCreate is cuCtxCreate_v4 from CUDA 13's headers */
     rc = bc_drv.cuCtxCreate(&handle, NULL, flags, dev);
 #else
     rc = bc_drv.cuCtxCreate(&handle, flags, dev);

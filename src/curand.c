@@ -42,7 +42,8 @@ static const bc_libspec curand_spec = {
     .probe = "curandGetVersion",
     .wheel_dirs = curand_wheel_dirs,
     .env = "BARECUDA_LIBCURAND",
-    .hint = "Install the CUDA toolkit or `pip install nvidia-curand`",
+    .hint = "Install the CUDA toolkit or NVIDIA's cuRAND wheel (`pip install "
+            "\"barecuda[cu13]\"`; for CUDA 12 `nvidia-curand-cu12`)",
 };
 
 /* 0 once libcurand is loaded, else -1 with barecuda.driver.Error set. */

@@ -300,7 +300,8 @@ static const bc_libspec nvrtc_spec = {
     .probe = "nvrtcCompileProgram",
     .wheel_dirs = nvrtc_wheel_dirs,
     .env = "BARECUDA_NVRTC",
-    .hint = "Install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`",
+    .hint = "Install the CUDA toolkit or NVIDIA's NVRTC wheel (`pip install "
+            "\"barecuda[cu13]\"`; for CUDA 12 `nvidia-cuda-nvrtc-cu12`)",
 };
 
 int

@@ -1385,6 +1385,15 @@ location_of(bc_State *st, PyObject *obj, CUmemLocation *loc)
     return 0;
 }
 
+#if CUDA_VERSION < 13000
+/* The device a CUDA 12 build passes where CUDA 13 takes a CUmemLocation. */
+static CUdevice
+legacy_device(const CUmemLocation *loc)
+{
+    return loc->type == CU_MEM_LOCATION_TYPE_DEVICE ? (CUdevice)loc->id : CU_DEVICE_CPU;
+}
+#endif
+
 PyDoc_STRVAR(mem_prefetch_async_doc,
 "mem_prefetch_async(mem, nbytes=None, device=None, stream=None)\n--\n\n"
 "Migrate managed memory (a managed array, a ManagedAllocation or a pointer) to\n"
@@ -1411,7 +1420,11 @@ bc_mem_prefetch_async(PyObject *m, PyObject *args, PyObject *kwargs)
         return NULL;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
+#if CUDA_VERSION >= 13000
     rc = bc_drv.cuMemPrefetchAsync(ptr, count, loc, 0, s);
+#else /* CUDA 12's cuMemPrefetchAsync takes a device, CU_DEVICE_CPU for the host */
+    rc = bc_drv.cuMemPrefetchAsync(ptr, count, legacy_device(&loc), s);
+#endif
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuMemPrefetchAsync") < 0 || bc_stream_keep_alive(st, stream, mem) < 0)
         return NULL;
@@ -1444,7 +1457,11 @@ bc_mem_advise(PyObject *m, PyObject *args, PyObject *kwargs)
         span_count(onbytes, known, "mem_advise", &count) < 0 || bc_context_require(st) < 0 ||
         location_of(st, device, &loc) < 0)
         return NULL;
+#if CUDA_VERSION >= 13000
     CUresult rc = bc_drv.cuMemAdvise(ptr, count, (CUmem_advise)advice, loc);
+#else /* CUDA 12's cuMemAdvise takes a device, CU_DEVICE_CPU for the host */
+    CUresult rc = bc_drv.cuMemAdvise(ptr, count, (CUmem_advise)advice, legacy_device(&loc));
+#endif
     if (bc_check(st, rc, "cuMemAdvise") < 0)
         return NULL;
     Py_RETURN_NONE;

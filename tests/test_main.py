@@ -18,7 +18,8 @@ def run_main(tmp_path, **env):
 
 def test_main_reports_nvrtc_and_cache(tmp_path):
     proc = run_main(tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # 0 only when the kernel ran on a GPU; 2 (NO_GPU) when it could not be run
+    assert proc.returncode == (0 if gpu_probe() is None else 2), proc.stdout + proc.stderr
     out = proc.stdout
     assert out.startswith("barecuda self-test\n")
     assert "NVRTC " in out and "libnvrtc" in out
@@ -36,9 +37,20 @@ def test_main_reports_nvrtc_and_cache(tmp_path):
 @pytest.mark.skipif(gpu_probe() is None, reason="checks the no-GPU path")
 def test_main_without_gpu_is_clear(tmp_path):
     proc = run_main(tmp_path)
-    assert proc.returncode == 0
+    # not a success: the self-test kernel did not run; the output says why
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "no GPU: " in proc.stdout
+    assert "NOT RUN: the self-test kernel needs a GPU; exit status 2" in proc.stdout
+    assert proc.stdout.rstrip().endswith("exit status 2")
     assert "FAILED" not in proc.stdout
+
+
+def test_main_without_driver_is_nonzero(tmp_path):
+    proc = run_main(tmp_path, BARECUDA_LIBCUDA=str(tmp_path / "no-such-libcuda.so.1"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no GPU: no CUDA driver could be loaded" in proc.stdout
+    assert "BARECUDA_LIBCUDA" in proc.stdout
+    assert "NOT RUN: the self-test kernel needs a GPU" in proc.stdout
 
 
 def test_main_fails_without_nvrtc(tmp_path):

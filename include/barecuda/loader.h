@@ -12,8 +12,12 @@
 
 #include "common.h"
 #include "state.h"
-#include <cudaProfiler.h>
-#include <nvrtc.h>
+#include "nvrtc_api.h"
+
+/* cudaProfiler.h's two functions, declared here: NVIDIA's cuda-runtime wheel (the
+ * toolkit-free build's headers) ships cuda.h but not cudaProfiler.h. */
+CUresult CUDAAPI cuProfilerStart(void);
+CUresult CUDAAPI cuProfilerStop(void);
 
 #define BC_DRIVER_FUNCTIONS(X)                                                  \
     X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)       \

@@ -3,14 +3,16 @@
 then run a self-test: compile a kernel with NVRTC, launch it on random data and
 check the result against NumPy.
 
+The exit status is 0 only when the kernel ran on a GPU and matched NumPy.
 Without a GPU (no driver, or no device) the kernel is still compiled, for the
-newest architecture NVRTC supports, and the report says that it cannot be run;
-the exit status is 0 then.  It is 1 when something that should work here
-failed: NVRTC cannot be loaded or compiled the kernel wrongly, or the kernel
-ran and gave a wrong answer.
+newest architecture NVRTC supports, the report says why it cannot be run, and
+the exit status is 2 (NO_GPU).  It is 1 when something failed: NVRTC cannot be
+loaded or compiled the kernel wrongly, or the kernel ran and gave a wrong answer.
 """
 
 import sys
+
+OK, FAILED, NO_GPU = 0, 1, 2
 
 SELF_TEST = r"""
 #include <barecuda_helpers.cuh>
@@ -83,7 +85,7 @@ def main(argv=None, out=sys.stdout):
         major, minor = drv.nvrtc_version()
     except drv.Error as exc:
         out.write(f"FAILED: NVRTC could not be loaded: {exc}\n")
-        return 1
+        return FAILED
     out.write(f"NVRTC {major}.{minor}: {drv.loader_info()['libnvrtc']}\n")
     out.write(f"kernel cache: {compiler.get_cache_dir() or 'off'}\n")
 
@@ -99,20 +101,21 @@ def main(argv=None, out=sys.stdout):
             image = compiler.compile(SELF_TEST, arch=arch)
         except drv.Error as exc2:
             out.write(f"FAILED: NVRTC could not compile the self-test kernel: {exc2}\n")
-            return 1
+            return FAILED
         if not image.startswith(b"\x7fELF"):
             out.write(f"FAILED: NVRTC returned {len(image)} bytes that are not a CUBIN\n")
-            return 1
+            return FAILED
         out.write(f"no GPU: compiled the self-test kernel for {arch} with NVRTC "
                   f"{major}.{minor} ({len(image)} bytes of CUBIN) but cannot run it\n")
-        return 0
+        out.write(f"NOT RUN: the self-test kernel needs a GPU; exit status {NO_GPU}\n")
+        return NO_GPU
 
     try:
         ok = _run_kernel(drv, compiler, out)
     except (drv.Error, AttributeError) as exc:
         out.write(f"FAILED: {type(exc).__name__}: {exc}\n")
-        return 1
-    return 0 if ok else 1
+        return FAILED
+    return OK if ok else FAILED
 
 
 if __name__ == "__main__":

@@ -213,7 +213,8 @@ def _find_curand_headers():
         raise _drv.RuntimeError(
             "curand_kernel.h (cuRAND's device API, needed by the curandom generators) was "
             "not found; searched:\n  " + "\n  ".join(searched or ["(no CUDA toolkit found)"])
-            + "\nInstall the CUDA toolkit or `pip install nvidia-curand`, or set CUDA_HOME")
+            + "\nInstall the CUDA toolkit or NVIDIA's wheels (`pip install \"barecuda[cu13]\"`), "
+            "or set CUDA_HOME")
     if where not in base:
         extra.append(where)
     std = [os.path.join(w, sub) for w in wheels
