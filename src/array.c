@@ -522,7 +522,7 @@ array_traverse(bc_Array *self, visitproc visit, void *arg)
 }
 
 PyDoc_STRVAR(array_free_doc,
-"free()\n--\n\n"
+"free($self)\n--\n\n"
 "Destroy the array now (idempotent); later uses raise LogicError.  Raises\n"
 "LogicError, and frees nothing, while a TextureObject or SurfaceObject made over\n"
 "this array is still open: close() those first (or drop them).");
@@ -548,7 +548,7 @@ array_free(bc_Array *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(array_get_descriptor_doc,
-"get_descriptor()\n--\n\n"
+"get_descriptor($self)\n--\n\n"
 "ArrayDescriptor of a 1D or 2D array (LogicError for 3D and layered arrays:\n"
 "use get_descriptor_3d()).");
 
@@ -569,7 +569,7 @@ array_get_descriptor(bc_Array *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(array_get_descriptor_3d_doc,
-"get_descriptor_3d()\n--\n\nArrayDescriptor3D of the array (any kind), flags included.");
+"get_descriptor_3d($self)\n--\n\nArrayDescriptor3D of the array (any kind), flags included.");
 
 static PyObject *
 array_get_descriptor_3d(bc_Array *self, PyObject *Py_UNUSED(ignored))
@@ -641,7 +641,7 @@ array_copy(bc_Array *a, int to_array, void *host, CUdeviceptr dev, size_t pitch,
 }
 
 PyDoc_STRVAR(array_set_doc,
-"set(src, pitch=None)\n--\n\n"
+"set($self, src, pitch=None)\n--\n\n"
 "Copy the whole array from `src` (cuMemcpy3D, GIL released).  `src` is either a\n"
 "C-contiguous host buffer (a NumPy array, bytes, ...) holding exactly the array's\n"
 "bytes in its host layout (see `shape`), or device memory (a DeviceAllocation,\n"
@@ -719,7 +719,7 @@ array_set(bc_Array *self, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(array_get_doc,
-"get(out=None)\n--\n\n"
+"get($self, out=None)\n--\n\n"
 "Copy the whole array to the host and return it: a new NumPy array of `shape`\n"
 "and `dtype`, or `out` (a writable C-contiguous buffer of exactly the array's\n"
 "bytes) filled in place.");
@@ -862,9 +862,9 @@ static PyMethodDef array_methods[] = {
      array_get_descriptor_3d_doc},
     {"set", (PyCFunction)(void (*)(void))array_set, METH_VARARGS | METH_KEYWORDS, array_set_doc},
     {"get", (PyCFunction)(void (*)(void))array_get, METH_VARARGS | METH_KEYWORDS, array_get_doc},
-    {"__enter__", array_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__enter__", array_enter, METH_NOARGS, "__enter__($self)\n--\n\nReturn self."},
     {"__exit__", (PyCFunction)array_exit, METH_VARARGS,
-     "__exit__(*exc_info)\n--\n\nRelease the object (as free()/close())."},
+     "__exit__($self, *exc_info)\n--\n\nRelease the object (as free()/close())."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -416,7 +416,7 @@ check_usable(bc_Context *self)
     return 0;
 }
 
-PyDoc_STRVAR(push_doc, "push()\n--\n\nMake this context current on this thread (cuCtxPushCurrent).");
+PyDoc_STRVAR(push_doc, "push($self)\n--\n\nMake this context current on this thread (cuCtxPushCurrent).");
 
 static PyObject *
 context_push(bc_Context *self, PyObject *Py_UNUSED(ignored))
@@ -436,7 +436,7 @@ type_state(PyObject *type)
 }
 
 PyDoc_STRVAR(pop_doc,
-"pop()\n--\n\n"
+"pop($type)\n--\n\n"
 "Pop the current context off this thread's stack and return it (static).\n"
 "LogicError when the stack is empty.");
 
@@ -462,7 +462,7 @@ context_pop(PyObject *type, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(get_current_doc,
-"get_current()\n--\n\n"
+"get_current($type)\n--\n\n"
 "The Context current on this thread (static), or None.  Reflects the driver's\n"
 "state, so contexts made current by other libraries are seen too.");
 
@@ -488,7 +488,7 @@ context_get_current(PyObject *type, PyObject *Py_UNUSED(ignored))
     Py_DECREF(cur_ctx)
 
 PyDoc_STRVAR(synchronize_doc,
-"synchronize()\n--\n\n"
+"synchronize($type)\n--\n\n"
 "Wait for all work of the current context (static; the GIL is released).");
 
 static PyObject *
@@ -504,7 +504,7 @@ context_synchronize(PyObject *type, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(get_device_doc, "get_device()\n--\n\nThe Device of the current context (static).");
+PyDoc_STRVAR(get_device_doc, "get_device($type)\n--\n\nThe Device of the current context (static).");
 
 static PyObject *
 context_get_device(PyObject *type, PyObject *Py_UNUSED(ignored))
@@ -536,7 +536,7 @@ int_arg(PyObject *arg, const char *what, long lo, long hi, long *out)
 }
 
 PyDoc_STRVAR(set_limit_doc,
-"set_limit(limit, value)\n--\n\nSet a limit (limit.STACK_SIZE, ...) of the current context (static).\n"
+"set_limit($type, limit, value)\n--\n\nSet a limit (limit.STACK_SIZE, ...) of the current context (static).\n"
 "limit.DEV_RUNTIME_SYNC_DEPTH is accepted and ignored on devices where the driver\n"
 "refuses it (compute capability 9.0 and newer: device code cannot synchronize there).");
 
@@ -562,7 +562,7 @@ context_set_limit(PyObject *type, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(get_limit_doc, "get_limit(limit)\n--\n\nA limit of the current context (static).");
+PyDoc_STRVAR(get_limit_doc, "get_limit($type, limit)\n--\n\nA limit of the current context (static).");
 
 static PyObject *
 context_get_limit(PyObject *type, PyObject *arg)
@@ -578,7 +578,7 @@ context_get_limit(PyObject *type, PyObject *arg)
 }
 
 PyDoc_STRVAR(set_cache_config_doc,
-"set_cache_config(config)\n--\n\nPreferred L1/shared split (func_cache) of the current context (static).");
+"set_cache_config($type, config)\n--\n\nPreferred L1/shared split (func_cache) of the current context (static).");
 
 static PyObject *
 context_set_cache_config(PyObject *type, PyObject *arg)
@@ -593,7 +593,7 @@ context_set_cache_config(PyObject *type, PyObject *arg)
 }
 
 PyDoc_STRVAR(get_cache_config_doc,
-"get_cache_config()\n--\n\nPreferred L1/shared split of the current context (static).");
+"get_cache_config($type)\n--\n\nPreferred L1/shared split of the current context (static).");
 
 static PyObject *
 context_get_cache_config(PyObject *type, PyObject *Py_UNUSED(ignored))
@@ -606,7 +606,7 @@ context_get_cache_config(PyObject *type, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(enable_peer_access_doc,
-"enable_peer_access(peer, flags=0)\n--\n\n"
+"enable_peer_access($type, peer, flags=0)\n--\n\n"
 "Let the current context access memory of Context `peer` (static).");
 
 static PyObject *
@@ -636,7 +636,7 @@ context_enable_peer_access(PyObject *type, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(disable_peer_access_doc,
-"disable_peer_access(peer)\n--\n\nUndo enable_peer_access (static).");
+"disable_peer_access($type, peer)\n--\n\nUndo enable_peer_access (static).");
 
 static PyObject *
 context_disable_peer_access(PyObject *type, PyObject *args, PyObject *kwargs)
@@ -645,7 +645,7 @@ context_disable_peer_access(PyObject *type, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(stream_priority_range_doc,
-"get_stream_priority_range()\n--\n\n(least, greatest) stream priority of the current context (static).");
+"get_stream_priority_range($type)\n--\n\n(least, greatest) stream priority of the current context (static).");
 
 static PyObject *
 context_stream_priority_range(PyObject *type, PyObject *Py_UNUSED(ignored))
@@ -658,7 +658,7 @@ context_stream_priority_range(PyObject *type, PyObject *Py_UNUSED(ignored))
     return Py_BuildValue("(ii)", least, greatest);
 }
 
-PyDoc_STRVAR(get_api_version_doc, "get_api_version()\n--\n\nThe API version the context was made with.");
+PyDoc_STRVAR(get_api_version_doc, "get_api_version($self)\n--\n\nThe API version the context was made with.");
 
 static PyObject *
 context_get_api_version(bc_Context *self, PyObject *Py_UNUSED(ignored))
@@ -673,7 +673,7 @@ context_get_api_version(bc_Context *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(detach_doc,
-"detach()\n--\n\n"
+"detach($self)\n--\n\n"
 "Release the context now: a primary context's retain is dropped, a context of\n"
 "make_context() is destroyed (and popped if current).  Idempotent.  Objects made\n"
 "in it afterwards raise LogicError, and their own release is skipped.");
@@ -776,9 +776,11 @@ static PyMethodDef context_methods[] = {
      METH_NOARGS | METH_CLASS, stream_priority_range_doc},
     {"get_api_version", (PyCFunction)context_get_api_version, METH_NOARGS, get_api_version_doc},
     {"detach", (PyCFunction)context_detach, METH_NOARGS, detach_doc},
-    {"close", (PyCFunction)context_detach, METH_NOARGS, "close()\n--\n\nSame as detach()."},
-    {"__enter__", (PyCFunction)context_enter, METH_NOARGS, "Push the context."},
-    {"__exit__", (PyCFunction)context_exit, METH_VARARGS, "Pop the context."},
+    {"close", (PyCFunction)context_detach, METH_NOARGS, "close($self)\n--\n\nSame as detach()."},
+    {"__enter__", (PyCFunction)context_enter, METH_NOARGS,
+     "__enter__($self)\n--\n\nPush the context."},
+    {"__exit__", (PyCFunction)context_exit, METH_VARARGS,
+     "__exit__($self, *exc_info)\n--\n\nPop the context."},
     {NULL, NULL, 0, NULL},
 };
 

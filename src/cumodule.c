@@ -374,7 +374,7 @@ module_dealloc(bc_Module *self)
 }
 
 PyDoc_STRVAR(get_function_doc,
-"get_function(name)\n--\n\n"
+"get_function($self, name)\n--\n\n"
 "The kernel `name` of this module as a Function (LogicError naming it when missing).");
 
 static PyObject *
@@ -392,7 +392,7 @@ module_get_function(bc_Module *self, PyObject *name)
 }
 
 PyDoc_STRVAR(get_global_doc,
-"get_global(name)\n--\n\n"
+"get_global($self, name)\n--\n\n"
 "(pointer, size_in_bytes) of the __device__ or __constant__ variable `name`.\n"
 "The pointer is int-like and works as a kernel or copy argument; the module\n"
 "owns the memory (it is never freed by the pointer).");
@@ -432,7 +432,7 @@ module_get_global(bc_Module *self, PyObject *name)
 }
 
 PyDoc_STRVAR(unload_doc,
-"unload()\n--\n\nUnload the module now (idempotent); its Functions raise LogicError afterwards.");
+"unload($self)\n--\n\nUnload the module now (idempotent); its Functions raise LogicError afterwards.");
 
 static PyObject *
 module_unload(bc_Module *self, PyObject *Py_UNUSED(ignored))
@@ -483,10 +483,10 @@ static PyMethodDef module_methods[] = {
     {"get_global", (PyCFunction)module_get_global, METH_O, get_global_doc},
     {"unload", (PyCFunction)module_unload, METH_NOARGS, unload_doc},
     {"close", (PyCFunction)module_unload, METH_NOARGS,
-     "close()\n--\n\nSame as unload()."},
-    {"__enter__", module_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+     "close($self)\n--\n\nSame as unload()."},
+    {"__enter__", module_enter, METH_NOARGS, "__enter__($self)\n--\n\nReturn self."},
     {"__exit__", (PyCFunction)module_exit, METH_VARARGS,
-     "__exit__(*exc_info)\n--\n\nRelease the object (as free()/close())."},
+     "__exit__($self, *exc_info)\n--\n\nRelease the object (as free()/close())."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -105,7 +105,7 @@ get_attribute(bc_State *st, bc_Device *self, int attr, int *value)
 }
 
 PyDoc_STRVAR(count_doc,
-"count()\n--\n\n"
+"count($type)\n--\n\n"
 "Number of CUDA devices visible to this process (0 raises nothing: it returns 0\n"
 "only when the driver loads and reports no device).");
 
@@ -120,7 +120,7 @@ device_count(PyObject *type, PyObject *Py_UNUSED(ignored))
     return PyLong_FromLong(n);
 }
 
-PyDoc_STRVAR(name_doc, "name()\n--\n\nThe device's marketing name.");
+PyDoc_STRVAR(name_doc, "name($self)\n--\n\nThe device's marketing name.");
 
 static PyObject *
 device_name(bc_Device *self, PyObject *Py_UNUSED(ignored))
@@ -132,7 +132,7 @@ device_name(bc_Device *self, PyObject *Py_UNUSED(ignored))
     return PyUnicode_FromString(name);
 }
 
-PyDoc_STRVAR(cc_doc, "compute_capability()\n--\n\n(major, minor), e.g. (9, 0) for Hopper.");
+PyDoc_STRVAR(cc_doc, "compute_capability($self)\n--\n\n(major, minor), e.g. (9, 0) for Hopper.");
 
 static PyObject *
 device_compute_capability(bc_Device *self, PyObject *Py_UNUSED(ignored))
@@ -145,7 +145,7 @@ device_compute_capability(bc_Device *self, PyObject *Py_UNUSED(ignored))
     return Py_BuildValue("(ii)", major, minor);
 }
 
-PyDoc_STRVAR(total_memory_doc, "total_memory()\n--\n\nGlobal memory size in bytes.");
+PyDoc_STRVAR(total_memory_doc, "total_memory($self)\n--\n\nGlobal memory size in bytes.");
 
 static PyObject *
 device_total_memory(bc_Device *self, PyObject *Py_UNUSED(ignored))
@@ -157,7 +157,7 @@ device_total_memory(bc_Device *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromSize_t(bytes);
 }
 
-PyDoc_STRVAR(pci_bus_id_doc, "pci_bus_id()\n--\n\nPCI id as 'domain:bus:device.function'.");
+PyDoc_STRVAR(pci_bus_id_doc, "pci_bus_id($self)\n--\n\nPCI id as 'domain:bus:device.function'.");
 
 static PyObject *
 device_pci_bus_id(bc_Device *self, PyObject *Py_UNUSED(ignored))
@@ -227,7 +227,7 @@ attribute_arg(PyObject *arg, int *attr)
 }
 
 PyDoc_STRVAR(get_attribute_doc,
-"get_attribute(attr)\n--\n\n"
+"get_attribute($self, attr)\n--\n\n"
 "Value of device_attribute `attr` (an int).  ValueError for an unknown attribute.");
 
 static PyObject *
@@ -241,7 +241,7 @@ device_get_attribute(bc_Device *self, PyObject *arg)
 }
 
 PyDoc_STRVAR(get_attributes_doc,
-"get_attributes()\n--\n\n"
+"get_attributes($self)\n--\n\n"
 "{device_attribute: value} for every attribute this driver reports for the device\n"
 "(attributes of the headers that the driver rejects are left out).");
 
@@ -271,7 +271,7 @@ device_get_attributes(bc_Device *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(can_access_peer_doc,
-"can_access_peer(other)\n--\n\nWhether contexts on this device can map memory of `other`.");
+"can_access_peer($self, other)\n--\n\nWhether contexts on this device can map memory of `other`.");
 
 static PyObject *
 device_can_access_peer(bc_Device *self, PyObject *other)
@@ -290,7 +290,7 @@ device_can_access_peer(bc_Device *self, PyObject *other)
 }
 
 PyDoc_STRVAR(retain_primary_context_doc,
-"retain_primary_context()\n--\n\n"
+"retain_primary_context($self)\n--\n\n"
 "The device's primary context (the one the runtime API, CuPy and PyTorch use),\n"
 "retained until the Context is detached or collected.  It is not made current:\n"
 "use `with ctx:` or ctx.push().");
@@ -302,7 +302,7 @@ device_retain_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(reset_primary_context_doc,
-"reset_primary_context()\n--\n\n"
+"reset_primary_context($self)\n--\n\n"
 "Destroy the device's primary context with all its memory, modules and streams\n"
 "(cuDevicePrimaryCtxReset), e.g. to start over with a clean device.  Every barecuda\n"
 "object of that context is released first: using one afterwards raises LogicError.\n"
@@ -317,7 +317,7 @@ device_reset_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(make_context_doc,
-"make_context(flags=0)\n--\n\n"
+"make_context($self, flags=0)\n--\n\n"
 "Create a new context on the device (ctx_flags) and push it on this thread's\n"
 "stack, as PyCUDA does.  Prefer retain_primary_context() unless you need a\n"
 "context of your own.");

@@ -119,7 +119,7 @@ event_dealloc(bc_Event *self)
 }
 
 PyDoc_STRVAR(record_doc,
-"record(stream=None)\n--\n\nRecord the event on `stream` (None: the default stream); returns self.");
+"record($self, stream=None)\n--\n\nRecord the event on `stream` (None: the default stream); returns self.");
 
 static PyObject *
 event_record(bc_Event *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -151,7 +151,7 @@ event_record(bc_Event *self, PyObject *const *args, Py_ssize_t nargs, PyObject *
 }
 
 PyDoc_STRVAR(synchronize_doc,
-"synchronize()\n--\n\nWait until the recorded work is done (GIL released); returns self.");
+"synchronize($self)\n--\n\nWait until the recorded work is done (GIL released); returns self.");
 
 static PyObject *
 event_synchronize(bc_Event *self, PyObject *Py_UNUSED(ignored))
@@ -169,7 +169,7 @@ event_synchronize(bc_Event *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(query_doc,
-"query()\n--\n\nTrue when the recorded work is done (or nothing was recorded).");
+"query($self)\n--\n\nTrue when the recorded work is done (or nothing was recorded).");
 
 static PyObject *
 event_query(bc_Event *self, PyObject *Py_UNUSED(ignored))
@@ -203,7 +203,7 @@ elapsed(bc_Event *start, PyObject *end_obj, const char *what, int reverse)
 }
 
 PyDoc_STRVAR(time_since_doc,
-"time_since(event)\n--\n\nMilliseconds from `event` (recorded earlier) to this one.");
+"time_since($self, event)\n--\n\nMilliseconds from `event` (recorded earlier) to this one.");
 
 static PyObject *
 event_time_since(bc_Event *self, PyObject *earlier)
@@ -212,7 +212,7 @@ event_time_since(bc_Event *self, PyObject *earlier)
 }
 
 PyDoc_STRVAR(time_till_doc,
-"time_till(event)\n--\n\nMilliseconds from this event to `event` (recorded later).");
+"time_till($self, event)\n--\n\nMilliseconds from this event to `event` (recorded later).");
 
 static PyObject *
 event_time_till(bc_Event *self, PyObject *later)
@@ -221,7 +221,7 @@ event_time_till(bc_Event *self, PyObject *later)
 }
 
 PyDoc_STRVAR(ipc_handle_doc,
-"ipc_handle()\n--\n\n"
+"ipc_handle($self)\n--\n\n"
 "The 64-byte CUipcEventHandle of an INTERPROCESS event, as bytes, for another process\n"
 "to open with Event.from_ipc_handle().");
 
@@ -238,7 +238,7 @@ event_ipc_handle(bc_Event *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(from_ipc_handle_doc,
-"from_ipc_handle(handle)\n--\n\n"
+"from_ipc_handle($type, handle)\n--\n\n"
 "Open an event another process shared with ipc_handle() (bytes of 64).");
 
 static PyObject *
@@ -271,7 +271,7 @@ event_from_ipc_handle(PyObject *type, PyObject *arg)
     return out;
 }
 
-PyDoc_STRVAR(close_doc, "close()\n--\n\nDestroy the event now (idempotent).");
+PyDoc_STRVAR(close_doc, "close($self)\n--\n\nDestroy the event now (idempotent).");
 
 static PyObject *
 event_close(bc_Event *self, PyObject *Py_UNUSED(ignored))

@@ -791,7 +791,7 @@ parse_dtype_item(PyObject *item, bc_ArgSpec **specs, Py_ssize_t *n, Py_ssize_t *
 }
 
 PyDoc_STRVAR(prepare_doc,
-"prepare(arg_types)\n--\n\n"
+"prepare($self, arg_types)\n--\n\n"
 "Fix the kernel's signature for prepared_call(): a struct-style string such as\n"
 "\"PPi\" (P pointer, b/B int8/uint8, h/H, i/I, l/L, q/Q integers, e/f/d half,\n"
 "float, double, F/D complex, '16s' a 16-byte struct) or a list of NumPy dtypes.\n"
@@ -1230,7 +1230,7 @@ done:
 }
 
 PyDoc_STRVAR(prepared_call_doc,
-"prepared_call(grid, block, *args, shared_size=0)\n--\n\n"
+"prepared_call($self, grid, block, *args, shared_size=0)\n--\n\n"
 "Launch on the default stream with arguments converted to the prepare()d types.");
 
 static PyObject *
@@ -1241,7 +1241,7 @@ function_prepared_call(bc_Function *self, PyObject *const *args, Py_ssize_t narg
 }
 
 PyDoc_STRVAR(prepared_async_call_doc,
-"prepared_async_call(grid, block, stream, *args, shared_size=0)\n--\n\n"
+"prepared_async_call($self, grid, block, stream, *args, shared_size=0)\n--\n\n"
 "Launch on `stream` (None: the default stream) with prepare()d argument types.");
 
 static PyObject *
@@ -1261,7 +1261,7 @@ static PyMethodDef timed_result_def = {"get_call_time", timed_result, METH_NOARG
                                        "get_call_time()\n--\n\nThe kernel's run time in seconds."};
 
 PyDoc_STRVAR(prepared_timed_call_doc,
-"prepared_timed_call(grid, block, *args, shared_size=0)\n--\n\n"
+"prepared_timed_call($self, grid, block, *args, shared_size=0)\n--\n\n"
 "Launch (timed with events) and return a callable giving the run time in seconds.");
 
 static PyObject *
@@ -1279,7 +1279,7 @@ function_prepared_timed_call(bc_Function *self, PyObject *const *args, Py_ssize_
 /* ------------------------------------------------------------ launch_ex */
 
 PyDoc_STRVAR(launch_ex_doc,
-"launch_ex(grid, block, *args, stream=None, shared=0, cluster=None, cooperative=False,\n"
+"launch_ex($self, grid, block, *args, stream=None, shared=0, cluster=None, cooperative=False,\n"
 "          priority=None)\n--\n\n"
 "Launch through cuLaunchKernelEx with launch attributes: a thread-block `cluster`\n"
 "shape (grid must be a multiple of it), a `cooperative` launch (grid-wide sync),\n"
@@ -1418,7 +1418,7 @@ function_attr_getter(bc_Function *self, void *closure)
 }
 
 PyDoc_STRVAR(get_attribute_doc,
-"get_attribute(attr)\n--\n\nThe function_attribute `attr` of the kernel (cuFuncGetAttribute).");
+"get_attribute($self, attr)\n--\n\nThe function_attribute `attr` of the kernel (cuFuncGetAttribute).");
 
 static PyObject *
 function_get_attribute(bc_Function *self, PyObject *arg)
@@ -1430,7 +1430,7 @@ function_get_attribute(bc_Function *self, PyObject *arg)
 }
 
 PyDoc_STRVAR(set_attribute_doc,
-"set_attribute(attr, value)\n--\n\n"
+"set_attribute($self, attr, value)\n--\n\n"
 "Set a function_attribute, e.g. MAX_DYNAMIC_SHARED_SIZE_BYTES (cuFuncSetAttribute).");
 
 static PyObject *
@@ -1456,7 +1456,7 @@ function_set_attribute(bc_Function *self, PyObject *const *args, Py_ssize_t narg
 }
 
 PyDoc_STRVAR(set_cache_config_doc,
-"set_cache_config(config)\n--\n\nPrefer shared memory or L1 for this kernel (func_cache.X).");
+"set_cache_config($self, config)\n--\n\nPrefer shared memory or L1 for this kernel (func_cache.X).");
 
 static PyObject *
 function_set_cache_config(bc_Function *self, PyObject *arg)
@@ -1473,7 +1473,7 @@ function_set_cache_config(bc_Function *self, PyObject *arg)
 }
 
 PyDoc_STRVAR(max_active_blocks_doc,
-"max_active_blocks_per_multiprocessor(block_size, dynamic_smem=0)\n--\n\n"
+"max_active_blocks_per_multiprocessor($self, block_size, dynamic_smem=0)\n--\n\n"
 "How many blocks of `block_size` threads can run at once on one multiprocessor.");
 
 static PyObject *
@@ -1499,7 +1499,7 @@ function_max_active_blocks(bc_Function *self, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(max_potential_block_size_doc,
-"max_potential_block_size(dynamic_smem=0, block_size_limit=0)\n--\n\n"
+"max_potential_block_size($self, dynamic_smem=0, block_size_limit=0)\n--\n\n"
 "(min_grid_size, block_size): the block size reaching the best occupancy, and the\n"
 "smallest grid that fills the device with it.");
 

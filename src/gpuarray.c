@@ -176,7 +176,7 @@ hot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(hot_get_doc,
-"get(ctx)\n--\n\n"
+"get($self, ctx)\n--\n\n"
 "The first Function while `ctx` is the context this entry was made in and both\n"
 "are alive; None otherwise (also for ctx None).");
 
@@ -193,7 +193,7 @@ hot_get(PyObject *self, PyObject *ctx)
 }
 
 PyDoc_STRVAR(hot_second_doc,
-"second()\n--\n\n"
+"second($self)\n--\n\n"
 "The second Function (a reduction's final stage), or None when there is none or\n"
 "it is gone.");
 
@@ -381,7 +381,7 @@ optable_find(bc_OpTable *t, PyObject *xdt, PyObject *key)
 }
 
 PyDoc_STRVAR(optable_put_doc,
-"put(xdtype, key, res, hot)\n--\n\n"
+"put($self, xdtype, key, res, hot)\n--\n\n"
 "Remember that x of `xdtype` with `key` (an elementwise table: the other operand's\n"
 "dtype when it is an array, its Python type when it is a scalar; None for the\n"
 "other kinds) gives a `res` result, computed by the kernel whose HotEntry is\n"

@@ -127,7 +127,7 @@ graph_dealloc(bc_Graph *self)
 }
 
 PyDoc_STRVAR(instantiate_doc,
-"instantiate(flags=0)\n--\n\n"
+"instantiate($self, flags=0)\n--\n\n"
 "An executable GraphExec of this graph (graph_instantiate_flags).");
 
 static PyObject *
@@ -185,7 +185,7 @@ graph_get_handle(bc_Graph *self, void *Py_UNUSED(closure))
     return PyLong_FromVoidPtr((void *)self->handle);
 }
 
-PyDoc_STRVAR(graph_close_doc, "close()\n--\n\nDestroy the graph now (idempotent).");
+PyDoc_STRVAR(graph_close_doc, "close($self)\n--\n\nDestroy the graph now (idempotent).");
 
 static PyObject *
 graph_close(bc_Graph *self, PyObject *Py_UNUSED(ignored))
@@ -271,7 +271,7 @@ exec_dealloc(bc_GraphExec *self)
 }
 
 PyDoc_STRVAR(launch_doc,
-"launch(stream=None)\n--\n\nRun the whole graph on `stream` (None: the default stream).");
+"launch($self, stream=None)\n--\n\nRun the whole graph on `stream` (None: the default stream).");
 
 static PyObject *
 exec_launch(bc_GraphExec *self, PyObject *const *args, Py_ssize_t nargs)
@@ -298,7 +298,7 @@ exec_launch(bc_GraphExec *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(upload_doc,
-"upload(stream=None)\n--\n\nPrepare the graph's device resources ahead of the first launch.");
+"upload($self, stream=None)\n--\n\nPrepare the graph's device resources ahead of the first launch.");
 
 static PyObject *
 exec_upload(bc_GraphExec *self, PyObject *const *args, Py_ssize_t nargs)
@@ -316,7 +316,7 @@ exec_upload(bc_GraphExec *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(exec_close_doc, "close()\n--\n\nDestroy the executable graph now (idempotent).");
+PyDoc_STRVAR(exec_close_doc, "close($self)\n--\n\nDestroy the executable graph now (idempotent).");
 
 static PyObject *
 exec_close(bc_GraphExec *self, PyObject *Py_UNUSED(ignored))

@@ -223,7 +223,7 @@ host_releasebuffer(bc_HostAllocation *self, Py_buffer *Py_UNUSED(view))
 }
 
 PyDoc_STRVAR(host_free_doc,
-"free()\n--\n\n"
+"free($self)\n--\n\n"
 "Release the host memory now (idempotent).  Arrays built on it must not be\n"
 "used afterwards; BufferError while a memoryview of it is alive.");
 
@@ -257,7 +257,7 @@ host_device_pointer(bc_State *st, void *ptr)
 }
 
 PyDoc_STRVAR(host_get_device_pointer_doc,
-"get_device_pointer()\n--\n\n"
+"get_device_pointer($self)\n--\n\n"
 "The device pointer of this memory (allocated with host_alloc_flags.DEVICEMAP).");
 
 static PyObject *
@@ -654,7 +654,7 @@ registered_getbuffer(bc_RegisteredHostMemory *self, Py_buffer *view, int flags)
 }
 
 PyDoc_STRVAR(unregister_doc,
-"unregister()\n--\n\n"
+"unregister($self)\n--\n\n"
 "Unpin the memory now (idempotent); the arrays stay valid as ordinary memory.");
 
 static PyObject *

@@ -265,7 +265,7 @@ done:
 }
 
 PyDoc_STRVAR(add_data_doc,
-"add_data(data, input_type, name=\"unknown\")\n--\n\n"
+"add_data($self, data, input_type, name=\"unknown\")\n--\n\n"
 "Add one input from memory: PTX text (str or bytes), or the bytes of a CUBIN,\n"
 "fatbin, object or library, as `input_type` (a jit_input_type) says.  `name`\n"
 "appears in the JIT's logs.  The first input starts the link in the current\n"
@@ -308,7 +308,7 @@ add_kind(bc_Linker *self, PyObject *args, PyObject *kwargs, CUjitInputType type,
 }
 
 #define BC_ADD_KIND(fn, type, what)                                                      \
-    PyDoc_STRVAR(fn##_doc, #fn "(data, name=\"unknown\")\n--\n\n"                         \
+    PyDoc_STRVAR(fn##_doc, #fn "($self, data, name=\"unknown\")\n--\n\n"                     \
                            "add_data(data, jit_input_type." #type ", name): add " what "."); \
     static PyObject *linker_##fn(bc_Linker *self, PyObject *args, PyObject *kwargs)       \
     {                                                                                    \
@@ -322,7 +322,7 @@ BC_ADD_KIND(add_source_library, LIBRARY, "a static library archive's bytes (lib*
 #undef BC_ADD_KIND
 
 PyDoc_STRVAR(add_file_doc,
-"add_file(filename, input_type)\n--\n\n"
+"add_file($self, filename, input_type)\n--\n\n"
 "Add one input read from a file (cuLinkAddFile), such as the toolkit's\n"
 "libcudadevrt.a as jit_input_type.LIBRARY.  A missing or unreadable file raises\n"
 "OSError (FileNotFoundError ...) before the driver is asked.");
@@ -376,7 +376,7 @@ done:
 }
 
 PyDoc_STRVAR(link_module_doc,
-"link_module()\n--\n\n"
+"link_module($self)\n--\n\n"
 "Complete the link (cuLinkComplete) and load the image as a Module of the\n"
 "Linker's context.  On success message_handler(True, info_log, error_log) is\n"
 "called when given, and the Linker is finished (further calls raise\n"
@@ -442,7 +442,7 @@ linker_link_module(bc_Linker *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(close_doc,
-"close()\n--\n\n"
+"close($self)\n--\n\n"
 "Destroy the link state now (idempotent); later calls raise LogicError.");
 
 static PyObject *
@@ -526,9 +526,9 @@ static PyMethodDef linker_methods[] = {
      METH_VARARGS | METH_KEYWORDS, add_source_library_doc},
     {"link_module", (PyCFunction)linker_link_module, METH_NOARGS, link_module_doc},
     {"close", (PyCFunction)linker_close, METH_NOARGS, close_doc},
-    {"__enter__", linker_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__enter__", linker_enter, METH_NOARGS, "__enter__($self)\n--\n\nReturn self."},
     {"__exit__", (PyCFunction)linker_exit, METH_VARARGS,
-     "__exit__(*exc_info)\n--\n\nClose the Linker (as close())."},
+     "__exit__($self, *exc_info)\n--\n\nClose the Linker (as close())."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1063,16 +1063,16 @@ static PyGetSetDef memcpy3d_getset[] = {
 #undef BC_COMMON_FIELDS
 #undef BC_FIELD
 
-PyDoc_STRVAR(set_src_host_doc, "set_src_host(buffer)\n--\n\nCopy from a contiguous host buffer.");
-PyDoc_STRVAR(set_dst_host_doc, "set_dst_host(buffer)\n--\n\nCopy into a writable contiguous host buffer.");
-PyDoc_STRVAR(set_src_device_doc, "set_src_device(ptr)\n--\n\nCopy from device memory.");
-PyDoc_STRVAR(set_dst_device_doc, "set_dst_device(ptr)\n--\n\nCopy into device memory.");
-PyDoc_STRVAR(set_src_unified_doc, "set_src_unified(ptr)\n--\n\nCopy from a unified-address pointer.");
-PyDoc_STRVAR(set_dst_unified_doc, "set_dst_unified(ptr)\n--\n\nCopy into a unified-address pointer.");
-PyDoc_STRVAR(set_src_array_doc, "set_src_array(ary)\n--\n\nCopy from a CUDA Array.");
-PyDoc_STRVAR(set_dst_array_doc, "set_dst_array(ary)\n--\n\nCopy into a CUDA Array.");
-PyDoc_STRVAR(set_src_context_doc, "set_src_context(ctx)\n--\n\nThe Context of the source.");
-PyDoc_STRVAR(set_dst_context_doc, "set_dst_context(ctx)\n--\n\nThe Context of the destination.");
+PyDoc_STRVAR(set_src_host_doc, "set_src_host($self, buffer)\n--\n\nCopy from a contiguous host buffer.");
+PyDoc_STRVAR(set_dst_host_doc, "set_dst_host($self, buffer)\n--\n\nCopy into a writable contiguous host buffer.");
+PyDoc_STRVAR(set_src_device_doc, "set_src_device($self, ptr)\n--\n\nCopy from device memory.");
+PyDoc_STRVAR(set_dst_device_doc, "set_dst_device($self, ptr)\n--\n\nCopy into device memory.");
+PyDoc_STRVAR(set_src_unified_doc, "set_src_unified($self, ptr)\n--\n\nCopy from a unified-address pointer.");
+PyDoc_STRVAR(set_dst_unified_doc, "set_dst_unified($self, ptr)\n--\n\nCopy into a unified-address pointer.");
+PyDoc_STRVAR(set_src_array_doc, "set_src_array($self, ary)\n--\n\nCopy from a CUDA Array.");
+PyDoc_STRVAR(set_dst_array_doc, "set_dst_array($self, ary)\n--\n\nCopy into a CUDA Array.");
+PyDoc_STRVAR(set_src_context_doc, "set_src_context($self, ctx)\n--\n\nThe Context of the source.");
+PyDoc_STRVAR(set_dst_context_doc, "set_dst_context($self, ctx)\n--\n\nThe Context of the destination.");
 
 #define BC_SETTERS                                                                            \
     {"set_src_host", (PyCFunction)m_set_src_host, METH_O, set_src_host_doc},                  \

@@ -410,7 +410,7 @@ bc_mem_get_info(PyObject *m, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(free_doc,
-"free(stream=None)\n--\n\n"
+"free($self, stream=None)\n--\n\n"
 "Release the memory now (idempotent); later uses raise LogicError.  Memory\n"
 "from mem_alloc_async() is freed in stream order on the stream it was\n"
 "allocated on, or on `stream` when given; other memory ignores `stream`.");
@@ -497,7 +497,7 @@ allocation_get_is_async(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
 }
 
 PyDoc_STRVAR(as_buffer_doc,
-"as_buffer(size, offset=0)\n--\n\n"
+"as_buffer($self, size, offset=0)\n--\n\n"
 "A writable memoryview of `size` bytes from `offset` on, for the CPU (as PyCUDA).\n"
 "Only memory the CPU can read directly (managed memory) can be viewed: plain\n"
 "device memory raises driver.LogicError (copy it with memcpy_dtoh instead).\n"
@@ -592,7 +592,7 @@ mempool_for(bc_State *st, CUdevice dev)
 }
 
 PyDoc_STRVAR(mempool_default_doc,
-"default(device=None)\n--\n\n"
+"default($type, device=None)\n--\n\n"
 "The default memory pool of `device` (a Device or an ordinal; None: the current\n"
 "context's device), which mem_alloc_async() allocates from.");
 
@@ -648,7 +648,7 @@ mempool_set_threshold(bc_MemPool *self, PyObject *value, void *Py_UNUSED(closure
 }
 
 PyDoc_STRVAR(trim_to_doc,
-"trim_to(min_bytes_to_keep)\n--\n\n"
+"trim_to($self, min_bytes_to_keep)\n--\n\n"
 "Give unused memory of the pool back to the system, keeping at least\n"
 "`min_bytes_to_keep` reserved (cuMemPoolTrimTo).");
 
@@ -869,7 +869,7 @@ ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(close_doc,
-"close()\n--\n\nUnmap the other process's memory now (idempotent).");
+"close($self)\n--\n\nUnmap the other process's memory now (idempotent).");
 
 static PyObject *
 ipc_close(bc_DeviceAllocation *self, PyObject *Py_UNUSED(ignored))
@@ -974,7 +974,7 @@ pooled_traverse(bc_PooledAllocation *self, visitproc visit, void *arg)
 }
 
 PyDoc_STRVAR(pooled_free_doc,
-"free()\n--\n\nGive the block back to its pool now (idempotent).");
+"free($self)\n--\n\nGive the block back to its pool now (idempotent).");
 
 static PyObject *
 pooled_free(bc_PooledAllocation *self, PyObject *Py_UNUSED(ignored))
@@ -1121,7 +1121,7 @@ managed_releasebuffer(bc_DeviceAllocation *self, Py_buffer *Py_UNUSED(view))
 }
 
 PyDoc_STRVAR(managed_get_device_pointer_doc,
-"get_device_pointer()\n--\n\nThe device pointer of this managed memory (same as int()).");
+"get_device_pointer($self)\n--\n\nThe device pointer of this managed memory (same as int()).");
 
 static PyObject *
 managed_get_device_pointer(bc_DeviceAllocation *self, PyObject *Py_UNUSED(ignored))
@@ -1130,7 +1130,7 @@ managed_get_device_pointer(bc_DeviceAllocation *self, PyObject *Py_UNUSED(ignore
 }
 
 PyDoc_STRVAR(attach_doc,
-"attach(mem_flags, stream=None)\n--\n\n"
+"attach($self, mem_flags, stream=None)\n--\n\n"
 "Change which streams may access this memory (cuStreamAttachMemAsync with a\n"
 "mem_attach_flags value: GLOBAL, HOST or SINGLE for `stream`).");
 

@@ -183,7 +183,7 @@ stream_dealloc(bc_Stream *self)
 }
 
 PyDoc_STRVAR(synchronize_doc,
-"synchronize()\n--\n\nWait until all work queued on the stream is done (GIL released).");
+"synchronize($self)\n--\n\nWait until all work queued on the stream is done (GIL released).");
 
 static PyObject *
 stream_synchronize(bc_Stream *self, PyObject *Py_UNUSED(ignored))
@@ -201,7 +201,7 @@ stream_synchronize(bc_Stream *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(is_done_doc, "is_done()\n--\n\nTrue when all work queued on the stream is done.");
+PyDoc_STRVAR(is_done_doc, "is_done($self)\n--\n\nTrue when all work queued on the stream is done.");
 
 static PyObject *
 stream_is_done(bc_Stream *self, PyObject *Py_UNUSED(ignored))
@@ -219,7 +219,7 @@ stream_is_done(bc_Stream *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(close_doc,
-"close()\n--\n\nDestroy the stream now (idempotent); work already queued still runs.");
+"close($self)\n--\n\nDestroy the stream now (idempotent); work already queued still runs.");
 
 static PyObject *
 stream_close(bc_Stream *self, PyObject *Py_UNUSED(ignored))
@@ -238,7 +238,7 @@ stream_get_handle(bc_Stream *self, void *Py_UNUSED(closure))
 }
 
 PyDoc_STRVAR(wait_for_event_doc,
-"wait_for_event(event)\n--\n\n"
+"wait_for_event($self, event)\n--\n\n"
 "Make later work on this stream wait until `event` (recorded on any stream) is done.");
 
 static PyObject *
@@ -280,7 +280,7 @@ host_callback(void *data)
 }
 
 PyDoc_STRVAR(add_callback_doc,
-"add_callback(fn)\n--\n\n"
+"add_callback($self, fn)\n--\n\n"
 "Call fn() (with the GIL, on the driver's callback thread) once all work queued\n"
 "so far on this stream is done; later work waits for it (cuLaunchHostFunc).\n"
 "fn must not make CUDA calls (the driver forbids it in host functions) and must\n"
@@ -308,7 +308,7 @@ stream_add_callback(bc_Stream *self, PyObject *fn)
 }
 
 PyDoc_STRVAR(begin_capture_doc,
-"begin_capture(mode=0)\n--\n\n"
+"begin_capture($self, mode=0)\n--\n\n"
 "Start recording the work queued on this stream into a graph instead of running it.\n"
 "mode is a stream_capture_mode (default GLOBAL, 0).");
 
@@ -336,7 +336,7 @@ stream_begin_capture(bc_Stream *self, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(end_capture_doc,
-"end_capture()\n--\n\nStop capturing and return the recorded work as a Graph.");
+"end_capture($self)\n--\n\nStop capturing and return the recorded work as a Graph.");
 
 static PyObject *
 stream_end_capture(bc_Stream *self, PyObject *Py_UNUSED(ignored))
@@ -358,7 +358,7 @@ stream_end_capture(bc_Stream *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(is_capturing_doc,
-"is_capturing()\n--\n\nTrue while begin_capture() is recording this stream.");
+"is_capturing($self)\n--\n\nTrue while begin_capture() is recording this stream.");
 
 static PyObject *
 stream_is_capturing(bc_Stream *self, PyObject *Py_UNUSED(ignored))
@@ -382,7 +382,7 @@ stream_cuda_stream(bc_Stream *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(from_handle_doc,
-"from_handle(handle, owner=None)\n--\n\n"
+"from_handle($type, handle, owner=None)\n--\n\n"
 "A Stream for a CUstream made elsewhere (an int).  It is never destroyed here;\n"
 "`owner` is kept alive as long as the Stream is.");
 
@@ -491,7 +491,7 @@ stream_keep(bc_Stream *self, PyObject *obj)
 
 static PyMethodDef stream_methods[] = {
     {"_keep_alive", (PyCFunction)stream_keep, METH_O,
-     "_keep_alive(obj)\n--\n\nPrivate: keep obj alive until the stream is next known idle."},
+     "_keep_alive($self, obj)\n--\n\nPrivate: keep obj alive until the stream is next known idle."},
     {"wait_for_event", (PyCFunction)stream_wait_for_event, METH_O, wait_for_event_doc},
     {"add_callback", (PyCFunction)stream_add_callback, METH_O, add_callback_doc},
     {"begin_capture", (PyCFunction)(void (*)(void))stream_begin_capture,
@@ -499,7 +499,7 @@ static PyMethodDef stream_methods[] = {
     {"end_capture", (PyCFunction)stream_end_capture, METH_NOARGS, end_capture_doc},
     {"is_capturing", (PyCFunction)stream_is_capturing, METH_NOARGS, is_capturing_doc},
     {"__cuda_stream__", (PyCFunction)stream_cuda_stream, METH_NOARGS,
-     "__cuda_stream__()\n--\n\n(0, handle): the CUDA stream protocol."},
+     "__cuda_stream__($self)\n--\n\n(0, handle): the CUDA stream protocol."},
     {"from_handle", (PyCFunction)(void (*)(void))stream_from_handle,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, from_handle_doc},
     {"synchronize", (PyCFunction)stream_synchronize, METH_NOARGS, synchronize_doc},

@@ -414,7 +414,7 @@ memory_texture(bc_State *st, PyObject *mem, const tex_options *o, const CUDA_RES
 }
 
 PyDoc_STRVAR(from_linear_doc,
-"from_linear(ptr, nbytes, format, num_channels=1, *, address_mode='clamp', filter_mode='point', "
+"from_linear($type, ptr, nbytes, format, num_channels=1, *, address_mode='clamp', filter_mode='point', "
 "normalized_coords=False, read_mode='element', border_color=(0, 0, 0, 0), srgb=False, "
 "max_anisotropy=0, flags=0)\n--\n\n"
 "A TextureObject over `nbytes` of linear device memory at `ptr` (a\n"
@@ -464,7 +464,7 @@ texture_from_linear(PyObject *cls, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(from_pitch2d_doc,
-"from_pitch2d(ptr, width, height, pitch, format, num_channels=1, *, address_mode='clamp', filter_mode='point', "
+"from_pitch2d($type, ptr, width, height, pitch, format, num_channels=1, *, address_mode='clamp', filter_mode='point', "
 "normalized_coords=False, read_mode='element', border_color=(0, 0, 0, 0), srgb=False, "
 "max_anisotropy=0, flags=0)\n--\n\n"
 "A TextureObject over a 2D image in device memory: `height` rows of `width`\n"
@@ -580,7 +580,7 @@ texobj_traverse(bc_TexObject *self, visitproc visit, void *arg)
 }
 
 PyDoc_STRVAR(close_doc,
-"close()\n--\n\n"
+"close($self)\n--\n\n"
 "Destroy the handle now (idempotent) and stop holding the resource; later uses\n"
 "raise LogicError.  Make sure no running kernel still uses it.");
 
@@ -691,9 +691,9 @@ texobj_repr(bc_TexObject *self)
 
 static PyMethodDef texture_methods[] = {
     {"close", (PyCFunction)texobj_close, METH_NOARGS, close_doc},
-    {"__enter__", texobj_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__enter__", texobj_enter, METH_NOARGS, "__enter__($self)\n--\n\nReturn self."},
     {"__exit__", (PyCFunction)texobj_exit, METH_VARARGS,
-     "__exit__(*exc_info)\n--\n\nclose() the object."},
+     "__exit__($self, *exc_info)\n--\n\nclose() the object."},
     {"from_linear", (PyCFunction)(void (*)(void))texture_from_linear,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, from_linear_doc},
     {"from_pitch2d", (PyCFunction)(void (*)(void))texture_from_pitch2d,
@@ -703,9 +703,9 @@ static PyMethodDef texture_methods[] = {
 
 static PyMethodDef surface_methods[] = {
     {"close", (PyCFunction)texobj_close, METH_NOARGS, close_doc},
-    {"__enter__", texobj_enter, METH_NOARGS, "__enter__()\n--\n\nReturn self."},
+    {"__enter__", texobj_enter, METH_NOARGS, "__enter__($self)\n--\n\nReturn self."},
     {"__exit__", (PyCFunction)texobj_exit, METH_VARARGS,
-     "__exit__(*exc_info)\n--\n\nclose() the object."},
+     "__exit__($self, *exc_info)\n--\n\nclose() the object."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -382,10 +382,13 @@ def test_public_names():
     import inspect
     assert str(inspect.signature(drv.Linker)) == \
         "(message_handler=None, options=None, log_verbose=False)"
-    assert str(inspect.signature(drv.Linker.add_data)) == "(data, input_type, name='unknown')"
+    # unbound C methods show their receiver, as CPython's own do ("$self" in the docstring)
+    assert str(inspect.signature(drv.Linker.add_data)) == \
+        "(self, /, data, input_type, name='unknown')"
     for name in ("add_source_ptx", "add_source_cubin", "add_source_fatbin",
                  "add_source_object", "add_source_library"):
-        assert str(inspect.signature(getattr(drv.Linker, name))) == "(data, name='unknown')"
+        assert str(inspect.signature(getattr(drv.Linker, name))) == \
+            "(self, /, data, name='unknown')"
 
 
 # ------------------------------------------------------------------ GPU

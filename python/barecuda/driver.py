@@ -76,7 +76,14 @@ def get_version():
     return (v // 1000, v % 1000 // 10, 0)
 
 
-from barecuda._arrays import dtype_to_array_format, np_to_array, matrix_to_array, gpuarray_to_array, make_multichannel_2d_array  # noqa: E402,F401
+# "name as name": re-exported for type checkers too (mypy --strict, no implicit re-export).
+from barecuda._arrays import (  # noqa: E402
+    dtype_to_array_format as dtype_to_array_format,
+    gpuarray_to_array as gpuarray_to_array,
+    make_multichannel_2d_array as make_multichannel_2d_array,
+    matrix_to_array as matrix_to_array,
+    np_to_array as np_to_array,
+)
 
 
 # {{{ argument handlers: In / Out / InOut (copy a host array around one launch)
