@@ -20,9 +20,20 @@ SIGNED_INT32 with 2 channels (4 for complex128): read it in a kernel as ``int2 v
 (point sampling only).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from barecuda import _driver
+
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    import numpy.typing as npt
+
+    _Order = Literal["C", "F"]
 
 __all__ = [
     "dtype_to_array_format",
@@ -53,7 +64,7 @@ def _array_format(value):
     return array_format(value)
 
 
-def dtype_to_array_format(dtype):
+def dtype_to_array_format(dtype: npt.DTypeLike) -> Any:
     """The ``array_format`` holding one channel of `dtype` (TypeError if none does)."""
     dt = np.dtype(dtype)
     fmt = _FORMATS.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
@@ -129,8 +140,10 @@ def _surface_flag(allow_surface_bind, allowSurfaceBind):  # noqa: N803 (PyCUDA's
     return bool(allow_surface_bind if allowSurfaceBind is None else allowSurfaceBind)
 
 
-def np_to_array(ary, order="C", allow_surface_bind=False, layered=False, *, num_channels=None,
-                allow_double_hack=False, allowSurfaceBind=None):  # noqa: N803
+def np_to_array(ary: npt.ArrayLike, order: _Order = "C", allow_surface_bind: bool = False,
+                layered: bool = False, *, num_channels: int | None = None,
+                allow_double_hack: bool = False,
+                allowSurfaceBind: bool | None = None) -> _driver.Array:  # noqa: N803
     """A new Array holding a copy of the host data `ary` (1D, 2D, 3D or layered).
 
     `order` "C": the last axis is x; "F": the first axis is x (see the module doc).
@@ -155,7 +168,8 @@ def np_to_array(ary, order="C", allow_surface_bind=False, layered=False, *, num_
     return result
 
 
-def matrix_to_array(matrix, order="C", allow_double_hack=False):
+def matrix_to_array(matrix: npt.ArrayLike, order: _Order = "C",
+                    allow_double_hack: bool = False) -> _driver.Array:
     """A new 2D Array from the 2D host `matrix` (PyCUDA's matrix_to_array):
     "C": shape (height, width); "F": shape (width, height)."""
     what = "matrix_to_array()"
@@ -166,7 +180,7 @@ def matrix_to_array(matrix, order="C", allow_double_hack=False):
     return np_to_array(data, order, allow_double_hack=allow_double_hack)
 
 
-def make_multichannel_2d_array(ndarray, order="C"):
+def make_multichannel_2d_array(ndarray: npt.ArrayLike, order: _Order = "C") -> _driver.Array:
     """A new 2D Array with 1, 2 or 4 channels per element (PyCUDA's helper):
     "C": shape (height, width, channels); "F": shape (channels, width, height)."""
     what = "make_multichannel_2d_array()"
@@ -198,8 +212,10 @@ def _logical_layout(shape, strides, itemsize, order, what):
     return shape
 
 
-def gpuarray_to_array(gpuarray, order="C", allow_surface_bind=False, *, layered=False,
-                      num_channels=None, allow_double_hack=False, allowSurfaceBind=None):  # noqa: N803
+def gpuarray_to_array(gpuarray: Any, order: _Order = "C", allow_surface_bind: bool = False, *,
+                      layered: bool = False, num_channels: int | None = None,
+                      allow_double_hack: bool = False,
+                      allowSurfaceBind: bool | None = None) -> _driver.Array:  # noqa: N803
     """A new Array holding a device-to-array copy of `gpuarray` (anything with
     `.gpudata`, `.shape` and `.dtype`, and `.strides` when not C-contiguous).
     Options as np_to_array."""

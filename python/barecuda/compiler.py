@@ -46,6 +46,8 @@ written atomically and checked (length and SHA-256) when read: a damaged entry
 is compiled again and rewritten.
 """
 
+from __future__ import annotations
+
 import collections
 import hashlib
 import os
@@ -54,12 +56,25 @@ import struct
 import sys
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 import barecuda
 from barecuda import _driver
 from barecuda import driver as _drv
 
 CompileError = _drv.CompileError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, Literal
+
+    from typing_extensions import Self
+
+    from barecuda._driver import Function, Module, ModuleGlobal, _MessageHandler
+
+    _Options = Sequence[str] | None
+    _CacheDir = str | os.PathLike[str] | bool | None
+    _Target = Literal["cubin", "ptx", "fatbin"]
 
 __all__ = ["SourceModule", "compile", "CompileError", "get_cache_dir",
            "clear_memory_cache",
@@ -101,7 +116,7 @@ _once = {}                              # facts computed once per process
 
 # --------------------------------------------------------------- locations
 
-def get_cache_dir(cache_dir=None):
+def get_cache_dir(cache_dir: _CacheDir = None) -> str | None:
     """The disk cache directory that `cache_dir` (SourceModule's argument) means,
     or None when the cache is off (``cache_dir=False``)."""
     if cache_dir is False:
@@ -767,7 +782,7 @@ def _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code, cache_di
     return compiled
 
 
-def clear_memory_cache():
+def clear_memory_cache() -> None:
     """Forget the images and modules kept for this process (the disk cache stays)."""
     with _lock:
         _memory.clear()
@@ -776,9 +791,11 @@ def clear_memory_cache():
         _header_memo.clear()
 
 
-def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
-            code=None, cache_dir=None, include_dirs=[], target="cubin", name_expressions=None,
-            backend="nvrtc"):
+def compile(source: str | bytes, nvcc: str = "nvcc", options: _Options = None,
+            keep: bool = False, no_extern_c: bool = False, arch: str | None = None,
+            code: str | None = None, cache_dir: _CacheDir = None,
+            include_dirs: Sequence[str] = [], target: _Target = "cubin",
+            name_expressions: Sequence[str] | None = None, backend: str = "nvrtc") -> bytes:
     """Compile CUDA C `source` and return the image (bytes): a CUBIN for
     ``target="cubin"``, PTX text for ``"ptx"``, a fatbin for ``"fatbin"``
     (``backend="nvcc"`` only).
@@ -845,7 +862,7 @@ def _nvcc_failure(message, cmd, proc):
     return err
 
 
-def get_nvcc_version(nvcc="nvcc"):
+def get_nvcc_version(nvcc: str = "nvcc") -> str:
     """The text ``nvcc --version`` prints (remembered per executable), as PyCUDA's
     get_nvcc_version; ``"nvcc unknown version"``, with a warning, when nvcc runs
     but says nothing useful.  CompileError when `nvcc` cannot be found; NVRTC's
@@ -862,7 +879,7 @@ def get_nvcc_version(nvcc="nvcc"):
     return text
 
 
-def preprocess_source(source, options, nvcc="nvcc"):
+def preprocess_source(source: str | bytes, options: _Options, nvcc: str = "nvcc") -> str:
     """`source` after nvcc's preprocessor (``nvcc --preprocess``, without line
     markers), as PyCUDA's preprocess_source: `options` are nvcc options (-I, -D,
     ...); barecuda's device headers are on the include path after them.  NVRTC
@@ -920,7 +937,9 @@ def _split_arch(options):
     return rest, found["arch"], found["code"]
 
 
-def compile_plain(source, options, keep, nvcc, cache_dir, target="cubin", backend=None):
+def compile_plain(source: str | bytes, options: _Options, keep: bool, nvcc: str,
+                  cache_dir: _CacheDir, target: _Target = "cubin",
+                  backend: str | None = None) -> bytes:
     """Compile `source` exactly as given (no extern "C" wrapper, no added include
     directories beyond barecuda's device headers) with the nvcc-style `options`,
     and return the image (bytes), as PyCUDA's compile_plain.
@@ -953,7 +972,7 @@ class CudaModule:
     it hands out.  ``SourceModule`` is one; subclasses set ``self.module`` and
     then call ``self._bind_module()``."""
 
-    module = None
+    module: Module | None = None
 
     def _check_arch(self, arch):
         """Warn when `arch` ("sm_90", "compute_90") is newer than the current
@@ -981,7 +1000,7 @@ class CudaModule:
             if hasattr(self.module, name):
                 setattr(self, name, getattr(self.module, name))
 
-    def get_function(self, name):
+    def get_function(self, name: str) -> Function:
         """The kernel `name` of the loaded module (a ``barecuda.driver.Function``)."""
         if self.module is None:
             raise _drv.LogicError(f"{type(self).__name__} has no loaded module yet")
@@ -1012,9 +1031,11 @@ class SourceModule(CudaModule):
     name}), ``keep_dir`` (with ``keep=True``).
     """
 
-    def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False,
-                 arch=None, code=None, cache_dir=None, include_dirs=[], backend="nvrtc",
-                 name_expressions=None):
+    def __init__(self, source: str | bytes, nvcc: str = "nvcc", options: _Options = None,
+                 keep: bool = False, no_extern_c: bool = False, arch: str | None = None,
+                 code: str | None = None, cache_dir: _CacheDir = None,
+                 include_dirs: Sequence[str] = [], backend: str = "nvrtc",
+                 name_expressions: Sequence[str] | None = None) -> None:
         ctx = _drv.Context.get_current()
         if ctx is None:
             _drv.Context.get_device()       # activates the primary context
@@ -1053,16 +1074,16 @@ class SourceModule(CudaModule):
     def _lowered(self, name):
         return self.lowered_names.get(name, name)
 
-    def get_function(self, name):
+    def get_function(self, name: str) -> Function:
         """The kernel `name` (a name expression given to SourceModule, or a plain
         extern "C" name)."""
         return self.module.get_function(self._lowered(name))
 
-    def get_global(self, name):
+    def get_global(self, name: str) -> tuple[ModuleGlobal, int]:
         """(device pointer, size in bytes) of the __device__/__constant__ variable `name`."""
         return self.module.get_global(self._lowered(name))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         kind = "cubin" if self.cubin is not None else "ptx" if self.ptx is not None else "fatbin"
         return f"<barecuda.compiler.SourceModule {kind} for {self.arch}>"
 
@@ -1119,9 +1140,11 @@ class DynamicModule:
     the ``driver.Linker``; `cuda_libdir` is where ``add_stdlib`` looks first.
     """
 
-    def __init__(self, nvcc="nvcc", link_options=None, keep=False, no_extern_c=False,
-                 arch=None, code=None, cache_dir=None, include_dirs=[], message_handler=None,
-                 log_verbose=False, cuda_libdir=None):
+    def __init__(self, nvcc: str = "nvcc", link_options: Any = None, keep: bool = False,
+                 no_extern_c: bool = False, arch: str | None = None, code: str | None = None,
+                 cache_dir: _CacheDir = None, include_dirs: Sequence[str] = [],
+                 message_handler: _MessageHandler = None, log_verbose: bool = False,
+                 cuda_libdir: str | os.PathLike[str] | None = None) -> None:
         self.linker = _drv.Linker(message_handler, link_options, log_verbose)
         self.nvcc = nvcc
         self.keep = keep
@@ -1139,7 +1162,8 @@ class DynamicModule:
                                   "longer be added")
         return self.linker
 
-    def add_source(self, source, nvcc_options=None, name="kernel.ptx"):
+    def add_source(self, source: str | bytes, nvcc_options: _Options = None,
+                   name: str = "kernel.ptx") -> Self:
         """Compile CUDA C `source` as relocatable device code and add it; returns
         self.  nvcc-style options as for SourceModule; link-time ones
         (``-lcudadevrt``) are dropped and ``-rdc=true`` is added."""
@@ -1158,17 +1182,17 @@ class DynamicModule:
         linker.add_data(image, kind, name)
         return self
 
-    def add_data(self, data, input_type, name="unknown"):
+    def add_data(self, data: str | bytes, input_type: int, name: str = "unknown") -> Self:
         """Add an image from memory (see driver.Linker.add_data); returns self."""
         self._open_linker().add_data(data, input_type, name)
         return self
 
-    def add_file(self, filename, input_type):
+    def add_file(self, filename: str, input_type: int) -> Self:
         """Add an image from a file (see driver.Linker.add_file); returns self."""
         self._open_linker().add_file(filename, input_type)
         return self
 
-    def add_stdlib(self, libname):
+    def add_stdlib(self, libname: str) -> Self:
         """Add the toolkit's static device library lib<libname>.a (such as
         "cudadevrt"), from `cuda_libdir` when given, else from where the CUDA
         toolkit is found; returns self."""
@@ -1185,7 +1209,7 @@ class DynamicModule:
         linker.add_file(path, _drv.jit_input_type.LIBRARY)
         return self
 
-    def link(self):
+    def link(self) -> Self:
         """Link what was added into ``module``; returns self."""
         linker = self._open_linker()
         self.module = linker.link_module()
@@ -1197,15 +1221,15 @@ class DynamicModule:
             raise _drv.LogicError("this DynamicModule is not linked yet: call link() first")
         return self.module
 
-    def get_function(self, name):
+    def get_function(self, name: str) -> Function:
         """The kernel `name` of the linked module."""
         return self._linked().get_function(name)
 
-    def get_global(self, name):
+    def get_global(self, name: str) -> tuple[ModuleGlobal, int]:
         """(device pointer, size in bytes) of the __device__/__constant__ variable `name`."""
         return self._linked().get_global(name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "linked" if self.module is not None else "not linked"
         return f"<barecuda.compiler.{type(self).__name__} ({state})>"
 
@@ -1215,8 +1239,11 @@ class DynamicSourceModule(DynamicModule):
     (cudadevrt) so its kernels can launch kernels (PyCUDA's DynamicSourceModule).
     Used like SourceModule; the module is linked when the constructor returns."""
 
-    def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False,
-                 arch=None, code=None, cache_dir=None, include_dirs=[], cuda_libdir=None):
+    def __init__(self, source: str | bytes, nvcc: str = "nvcc", options: _Options = None,
+                 keep: bool = False, no_extern_c: bool = False, arch: str | None = None,
+                 code: str | None = None, cache_dir: _CacheDir = None,
+                 include_dirs: Sequence[str] = [],
+                 cuda_libdir: str | os.PathLike[str] | None = None) -> None:
         super().__init__(nvcc=nvcc, link_options=None, keep=keep, no_extern_c=no_extern_c,
                          arch=arch, code=code, cache_dir=cache_dir, include_dirs=include_dirs,
                          cuda_libdir=cuda_libdir)

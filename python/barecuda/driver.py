@@ -6,8 +6,11 @@ it under PyCUDA's names and adds the header enums as ``enum.IntEnum`` classes
 (``device_attribute``, ``ctx_flags``, ``limit`` ...), built on first use.
 """
 
+from __future__ import annotations
+
 import abc as _abc
 import enum as _enum
+from typing import TYPE_CHECKING
 
 from barecuda import _driver
 from barecuda._driver import *  # noqa: F401,F403  (the public C API)
@@ -23,6 +26,13 @@ from barecuda._driver import (  # noqa: F401  (named for linters and readers)
     init,
     get_driver_version,
 )
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as _npt
+
+    from barecuda._driver import DeviceAllocation, Stream, _DevicePointer
 
 # PyCUDA's spelling for enums whose header name reads differently.
 _ALIASES = {
@@ -57,12 +67,12 @@ def _make_enum(name):
     return cls
 
 
-def enum_names():
+def enum_names() -> list[str]:
     """Names of every enum of the CUDA headers available here (plus PyCUDA aliases)."""
     return sorted(set(_enum_names()) | set(_ALIASES))
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _ALIASES or name in _enum_names():
         cls = _make_enum(name)
         globals()[name] = cls
@@ -70,7 +80,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'barecuda.driver' has no attribute {name!r}")
 
 
-def get_version():
+def get_version() -> tuple[int, int, int]:
     """(major, minor, 0): the CUDA version of the headers barecuda was built with."""
     v = _driver.CUDA_VERSION
     return (v // 1000, v % 1000 // 10, 0)
@@ -93,7 +103,7 @@ class ArgumentHandler:
     temporary device copy.  Function.__call__ (and launch_ex) recognise any object
     with get_device_alloc(), pre_call(stream) and post_call(stream)."""
 
-    def __init__(self, array):
+    def __init__(self, array: _npt.NDArray[Any]) -> None:
         import numpy
 
         if not isinstance(array, numpy.ndarray):
@@ -105,9 +115,9 @@ class ArgumentHandler:
             raise TypeError(f"{type(self).__name__}(): arrays of Python objects cannot go "
                             "to the GPU")
         self.array = array
-        self.dev_alloc = None
+        self.dev_alloc: DeviceAllocation | None = None
 
-    def get_device_alloc(self):
+    def get_device_alloc(self) -> DeviceAllocation:
         """The DeviceAllocation holding the device copy of the array (allocated on first use).
 
         The size is ``max(array.nbytes, 1)``; the launch passes its address to the kernel.
@@ -117,7 +127,7 @@ class ArgumentHandler:
             self.dev_alloc = _driver.mem_alloc(max(self.array.nbytes, 1))
         return self.dev_alloc
 
-    def pre_call(self, stream):
+    def pre_call(self, stream: Stream | None) -> None:
         """pre_call(stream): called by the launch before the kernel starts.
 
         `stream` is the launch's Stream, or None for the default stream.  The base
@@ -125,7 +135,7 @@ class ArgumentHandler:
         """
         pass
 
-    def post_call(self, stream):
+    def post_call(self, stream: Stream | None) -> None:
         """post_call(stream): called by the launch after the kernel is queued.
 
         The base class keeps the device copy alive until `stream` has finished (the
@@ -160,7 +170,7 @@ def _from_device(handler, stream):
 class In(ArgumentHandler):
     """Copy the array to the device before the launch."""
 
-    def pre_call(self, stream):
+    def pre_call(self, stream: Stream | None) -> None:
         """pre_call(stream): copy the host array to the device copy before the launch.
 
         Queued on `stream` when given (page-locked host memory makes it truly async),
@@ -172,12 +182,12 @@ class In(ArgumentHandler):
 class Out(ArgumentHandler):
     """Copy the device data back into the array after the launch."""
 
-    def __init__(self, array):
+    def __init__(self, array: _npt.NDArray[Any]) -> None:
         super().__init__(array)
         if not array.flags.writeable:
             raise ValueError("Out(): the array must be writeable")
 
-    def post_call(self, stream):
+    def post_call(self, stream: Stream | None) -> None:
         """post_call(stream): copy the device data back into the host array after the launch.
 
         Queued on `stream` when given (read the array only after synchronizing it), else
@@ -190,7 +200,7 @@ class Out(ArgumentHandler):
 class InOut(In, Out):
     """Copy the array to the device before the launch and back after it."""
 
-    def post_call(self, stream):
+    def post_call(self, stream: Stream | None) -> None:
         """post_call(stream): copy the device data back into the host array (as Out.post_call)."""
         Out.post_call(self, stream)
 
@@ -205,11 +215,11 @@ class PointerHolderBase:
     copies, memset, ``GPUArray(gpudata=...)``) through ``__int__``/``__index__``.
     """
 
-    def get_pointer(self):
+    def get_pointer(self) -> int:
         """The device address held (an int); subclasses must define it."""
         raise NotImplementedError(f"{type(self).__name__} must define get_pointer()")
 
-    def as_buffer(self, size, offset=0):
+    def as_buffer(self, size: int, offset: int = 0) -> memoryview:
         """A writable memoryview of `size` bytes at get_pointer() + `offset`, for the CPU.
 
         Only memory the CPU can read directly (managed or page-locked host memory)
@@ -219,7 +229,7 @@ class PointerHolderBase:
         """
         return _driver._host_buffer(self, self.get_pointer(), size, offset)
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self.get_pointer())
 
     __index__ = __int__
@@ -238,19 +248,19 @@ from barecuda._pools import (  # noqa: E402,F401  (PyCUDA's driver exposes the p
 CUDA_DEBUGGING = False
 
 
-def set_debugging(flag=True):
+def set_debugging(flag: bool = True) -> None:
     """Set the module flag CUDA_DEBUGGING (PyCUDA's name).  When true,
     compiler.SourceModule asks for device debug information, as in PyCUDA."""
     global CUDA_DEBUGGING
     CUDA_DEBUGGING = bool(flag)
 
 
-def have_gl_ext():
+def have_gl_ext() -> bool:
     """False: barecuda has no OpenGL interoperability (PyCUDA's pycuda.gl)."""
     return False
 
 
-def mem_alloc_like(ary):
+def mem_alloc_like(ary: Any) -> DeviceAllocation:
     """Device memory of ``ary.nbytes`` bytes (uninitialised) for an array-like `ary`."""
     try:
         nbytes = ary.nbytes
@@ -260,7 +270,7 @@ def mem_alloc_like(ary):
     return _driver.mem_alloc(nbytes)
 
 
-def to_device(bf_obj):
+def to_device(bf_obj: Any) -> DeviceAllocation:
     """Copy any contiguous buffer (a NumPy array, bytes, ...) to new device memory and
     return the DeviceAllocation (of the buffer's size in bytes; 1 byte for an empty
     buffer, since the driver has no empty allocations)."""
@@ -282,7 +292,8 @@ def to_device(bf_obj):
     return result
 
 
-def from_device(devptr, shape, dtype, order="C"):
+def from_device(devptr: _DevicePointer, shape: int | tuple[int, ...], dtype: _npt.DTypeLike,
+                order: str = "C") -> _npt.NDArray[Any]:
     """A new NumPy array of `shape`, `dtype` and `order` filled from device memory
     `devptr` (anything a copy takes as device memory)."""
     import numpy
@@ -293,7 +304,7 @@ def from_device(devptr, shape, dtype, order="C"):
     return result
 
 
-def from_device_like(devptr, other_ary):
+def from_device_like(devptr: _DevicePointer, other_ary: _npt.NDArray[Any]) -> _npt.NDArray[Any]:
     """A new NumPy array shaped and typed like `other_ary`, filled from `devptr`."""
     import numpy
 
@@ -303,7 +314,7 @@ def from_device_like(devptr, other_ary):
     return result
 
 
-def aligned_zeros_like(array, alignment=4096):
+def aligned_zeros_like(array: _npt.NDArray[Any], alignment: int = 4096) -> _npt.NDArray[Any]:
     """aligned_zeros with the shape, dtype and order (C or F) of `array`."""
     result = _driver.aligned_empty_like(array, alignment=alignment)
     result.fill(0)
@@ -330,7 +341,7 @@ HostPointer.register(_driver.HostAllocation)
 HostPointer.register(_driver.RegisteredHostMemory)
 
 
-def initialize_profiler(config_file, output_file, output_mode):
+def initialize_profiler(config_file: str, output_file: str, output_mode: int) -> None:
     """Not available: cuProfilerInitialize was removed from the CUDA driver in CUDA 12.
 
     Always raises driver.RuntimeError.  Use start_profiler()/stop_profiler() under a

@@ -12,9 +12,12 @@ multiprocessor).  Compiled kernels are cached per context (and on disk by
 ``SourceModule``).  Array arguments must be contiguous GPUArrays of the declared dtype.
 """
 
+from __future__ import annotations
+
 import os
 import string
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +25,16 @@ from barecuda import _vec  # noqa: F401  registers float3, int2 ... with tools' 
 from barecuda import driver as _drv
 from barecuda._driver import _HotEntry as HotEntry
 from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Function, Stream
+    from barecuda.compiler import SourceModule
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["ElementwiseKernel", "get_elwise_module", "get_elwise_kernel"]
 
@@ -32,7 +45,7 @@ BLOCK = 256          # threads per block of the generated loops
 BLOCKS_PER_SM = 8    # 2048 resident threads per SM on every architecture we target
 
 
-def template(name):
+def template(name: str) -> string.Template:
     """The string.Template of templates/<name> (read once)."""
     t = _templates.get(name)
     if t is None:
@@ -41,12 +54,12 @@ def template(name):
     return t
 
 
-def render(template_name, **hooks):
+def render(template_name: str, **hooks: Any) -> str:
     """Render templates/<name>; every ${hook} of the template must be given."""
     return template(template_name).substitute(**hooks)
 
 
-def headers_for(dtypes):
+def headers_for(dtypes: Sequence[np.dtype[Any]]) -> str:
     """The #include lines a kernel handling `dtypes` needs."""
     lines = []
     if any(np.dtype(d) == np.float16 for d in dtypes):
@@ -61,7 +74,7 @@ def headers_for(dtypes):
 _current_context = _drv.Context.get_current
 
 
-def context_cache():
+def context_cache() -> dict[Any, Any]:
     """The dict of compiled kernels of the current context (``Context.kernel_cache``).
 
     The context owns it, so kernels never keep a context alive: detach() empties
@@ -72,7 +85,7 @@ def context_cache():
     return {} if ctx is None else ctx.kernel_cache
 
 
-def cache_store(cache, key, entry):
+def cache_store(cache: dict[Any, Any] | None, key: Any, entry: Any) -> Any:
     """``cache[key] = entry``; entries whose kernel object is gone (first item a
     dead weak reference) are swept out whenever the dict has doubled."""
     if len(cache) >= cache.get("__sweep_at__", 64):
@@ -85,7 +98,7 @@ def cache_store(cache, key, entry):
     return entry
 
 
-def device_blocks(cache=None):
+def device_blocks(cache: dict[Any, Any] | None = None) -> tuple[int, int]:
     """(multiprocessor count, max threads per block) of the current context's device."""
     if cache is None:
         cache = context_cache()
@@ -96,7 +109,8 @@ def device_blocks(cache=None):
     return info
 
 
-def grid_for(n, cache=None, block=BLOCK, per_sm=BLOCKS_PER_SM):
+def grid_for(n: int, cache: dict[Any, Any] | None = None, block: int = BLOCK,
+             per_sm: int = BLOCKS_PER_SM) -> int:
     """Blocks for a grid-stride loop over n elements."""
     sm = device_blocks(cache)[0]
     g = (n + block - 1) // block
@@ -104,7 +118,8 @@ def grid_for(n, cache=None, block=BLOCK, per_sm=BLOCKS_PER_SM):
     return max(1, g if g < cap else cap)
 
 
-def source_module(source, options=None, keep=False):
+def source_module(source: str, options: Sequence[str] | None = None,
+                  keep: bool = False) -> SourceModule:
     from barecuda.compiler import SourceModule
     return SourceModule(source, options=options, keep=keep, no_extern_c=True)
 
@@ -117,7 +132,7 @@ _STRUCT_CHAR = {np.dtype(k): v for k, v in (
     (np.uint32, "I"), (np.int64, "q"), (np.uint64, "Q"), (np.float32, "f"), (np.float64, "d"))}
 
 
-def scalar_transport(arg):
+def scalar_transport(arg: Any) -> Any:
     """(params, unpack code, struct chars, converter) for a scalar argument.
 
     Complex scalars travel as two reals, float16 as a float and bool as an int; a
@@ -290,8 +305,9 @@ class ElementwiseKernel:
     over) and `stream=`.
     """
 
-    def __init__(self, arguments, operation, name="kernel", keep=False, options=None,
-                 preamble="", loop_prep="", after_loop="", **kwargs):
+    def __init__(self, arguments: str | Sequence[Any], operation: str, name: str = "kernel",
+                 keep: bool = False, options: Sequence[str] | None = None, preamble: str = "",
+                 loop_prep: str = "", after_loop: str = "", **kwargs: Any) -> None:
         if kwargs:
             raise TypeError(f"ElementwiseKernel() got unexpected keyword arguments: "
                             f"{', '.join(sorted(kwargs))}")
@@ -320,7 +336,7 @@ class ElementwiseKernel:
         self._ref = weakref.ref(self)
         self._hot = None
 
-    def source(self, index64=False, range_variant=False):
+    def source(self, index64: bool = False, range_variant: bool = False) -> str:
         """The CUDA C source of one variant (64-bit indices, range loop)."""
         sig = self._sig
         index_t = "long long" if index64 else "int"
@@ -334,7 +350,8 @@ class ElementwiseKernel:
                       loop_prep=self.loop_prep, loop=_loop(range_variant),
                       operation=self.operation, after_loop=self.after_loop)
 
-    def get_function(self, index64=False, range_variant=False, cache=None):
+    def get_function(self, index64: bool = False, range_variant: bool = False,
+                     cache: dict[Any, Any] | None = None) -> Function:
         """The prepared Function of one variant for the current context."""
         if cache is None:
             cache = context_cache()
@@ -348,7 +365,7 @@ class ElementwiseKernel:
             ent = cache_store(cache, key, (self._ref, fn, mod))
         return ent[1]
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
         """Run the kernel: ``k(*args, range=None, slice=None, stream=None)``.
 
         ``args`` follow the declared arguments: GPUArrays (or CuPy/PyTorch/Numba
@@ -384,7 +401,7 @@ class ElementwiseKernel:
             flat.append(n)
         fn.prepared_async_call((grid, 1, 1), (BLOCK, 1, 1), stream, *flat)
 
-    def launch_config(self, n):
+    def launch_config(self, n: int) -> tuple[Function, tuple[int, int, int]]:
         """(Function, grid) to launch over n > 0 elements in the current context:
         the internal fast path (the caller appends n to the arguments)."""
         ctx = _current_context()
@@ -402,7 +419,7 @@ class ElementwiseKernel:
         grid = (n + BLOCK - 1) // BLOCK
         return fn, ((grid if grid < hot.extra else hot.extra), 1, 1)
 
-    def launch_flat(self, n, flat, stream=None):
+    def launch_flat(self, n: int, flat: Any, stream: Stream | None = None) -> None:
         """Launch over n elements with already converted arguments (internal fast path)."""
         if n == 0:
             return
@@ -488,8 +505,10 @@ def _pycuda_source(args, operation, name, preamble, loop_prep, after_loop, use_r
                   after_loop=after_loop)
 
 
-def get_elwise_module(arguments, operation, name="kernel", keep=False, options=None,
-                      preamble="", loop_prep="", after_loop=""):
+def get_elwise_module(arguments: str | Sequence[Any], operation: str, name: str = "kernel",
+                      keep: bool = False, options: Sequence[str] | None = None,
+                      preamble: str = "", loop_prep: str = "",
+                      after_loop: str = "") -> SourceModule:
     """get_elwise_module(arguments, operation, name="kernel", keep=False, options=None, preamble="", loop_prep="", after_loop="")
 
     PyCUDA's module builder: a SourceModule holding the kernel `name` whose
@@ -503,8 +522,10 @@ def get_elwise_module(arguments, operation, name="kernel", keep=False, options=N
     return _getter_module(src, options, keep)
 
 
-def get_elwise_range_module(arguments, operation, name="kernel", keep=False, options=None,
-                            preamble="", loop_prep="", after_loop=""):
+def get_elwise_range_module(arguments: str | Sequence[Any], operation: str,
+                            name: str = "kernel", keep: bool = False,
+                            options: Sequence[str] | None = None, preamble: str = "",
+                            loop_prep: str = "", after_loop: str = "") -> SourceModule:
     """get_elwise_range_module(arguments, operation, name="kernel", keep=False, options=None, preamble="", loop_prep="", after_loop="")
 
     As get_elwise_module, but ``i`` runs over ``range(start, stop, step)``: the
@@ -519,8 +540,10 @@ def _struct_chars(args):
     return "".join(a.struct_char for a in args)
 
 
-def get_elwise_kernel_and_types(arguments, operation, name="kernel", keep=False,
-                                options=None, use_range=False, **kwargs):
+def get_elwise_kernel_and_types(arguments: str | Sequence[Any], operation: str,
+                                name: str = "kernel", keep: bool = False,
+                                options: Sequence[str] | None = None, use_range: bool = False,
+                                **kwargs: Any) -> tuple[SourceModule, Function, list[Any]]:
     """get_elwise_kernel_and_types(arguments, operation, name="kernel", keep=False, options=None, use_range=False, preamble="", loop_prep="", after_loop="")
 
     PyCUDA's (module, prepared Function, argument list): `arguments` plus
@@ -542,8 +565,9 @@ def get_elwise_kernel_and_types(arguments, operation, name="kernel", keep=False,
     return mod, func, args
 
 
-def get_elwise_kernel(arguments, operation, name="kernel", keep=False, options=None,
-                      **kwargs):
+def get_elwise_kernel(arguments: str | Sequence[Any], operation: str, name: str = "kernel",
+                      keep: bool = False, options: Sequence[str] | None = None,
+                      **kwargs: Any) -> Function:
     """get_elwise_kernel(arguments, operation, name="kernel", keep=False, options=None, **kwargs)
 
     PyCUDA's helper: the prepared Function of get_elwise_kernel_and_types, launched
@@ -565,7 +589,7 @@ class PointerTextureRef:
     the kernel reads elements of `dtype` directly.
     """
 
-    def __init__(self, module, symbol, dtype):
+    def __init__(self, module: Any, symbol: str, dtype: npt.DTypeLike) -> None:
         self.module = module
         self.symbol = symbol
         self.dtype = np.dtype(dtype)
@@ -575,7 +599,7 @@ class PointerTextureRef:
         self.flags = 0
         self._modes = {}
 
-    def set_address(self, devptr, bytes, allow_offset=False):
+    def set_address(self, devptr: Any, bytes: int, allow_offset: bool = False) -> int:
         """set_address(devptr, bytes, allow_offset=False): bind `bytes` bytes at `devptr`.
 
         `devptr` is an int or anything with ``int()`` (DeviceAllocation).  Returns
@@ -593,41 +617,41 @@ class PointerTextureRef:
         self.address, self.nbytes = ptr, size
         return 0
 
-    def get_address(self):
+    def get_address(self) -> int:
         """The device address bound last (0 when none)."""
         return self.address
 
-    def set_format(self, fmt, num_channels):
+    def set_format(self, fmt: Any, num_channels: int) -> None:
         """Recorded only (the kernel reads elements of `dtype`)."""
         self.format = (fmt, num_channels)
 
-    def get_format(self):
+    def get_format(self) -> Any:
         """The (format, channels) given to set_format, or None."""
         return self.format
 
-    def set_flags(self, flags):
+    def set_flags(self, flags: int) -> None:
         """Recorded only."""
         self.flags = flags
 
-    def get_flags(self):
+    def get_flags(self) -> int:
         """The flags given to set_flags."""
         return self.flags
 
-    def set_address_mode(self, dim, mode):
+    def set_address_mode(self, dim: int, mode: Any) -> None:
         """Recorded only (out-of-range reads give 0, as a border)."""
         self._modes[("address", dim)] = mode
 
-    def set_filter_mode(self, mode):
+    def set_filter_mode(self, mode: Any) -> None:
         """Recorded only (reads are of whole elements)."""
         self._modes["filter"] = mode
 
-    def set_array(self, ary):
+    def set_array(self, ary: Any) -> None:
         """Not supported: these references read linear memory only."""
         raise TypeError("a barecuda kernel getter's texture-reference stand-in reads "
                         "linear memory: bind a GPUArray (bind_to_texref_ext) or call "
                         "set_address(), not set_array()")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<PointerTextureRef {self.symbol} of {self.dtype}, bound to "
                 f"{self.address:#x} ({self.nbytes} bytes)>")
 
@@ -695,7 +719,7 @@ _kernel = get_elwise_kernel
 _vec = VectorArg
 
 
-def get_take_kernel(dtype, idx_dtype, vec_count=1):
+def get_take_kernel(dtype: npt.DTypeLike, idx_dtype: npt.DTypeLike, vec_count: int = 1) -> Any:
     """get_take_kernel(dtype, idx_dtype, vec_count=1) -> (Function, [PointerTextureRef])
 
     ``dest<k>[i] = src<k>[idx[i]]``: launch with ``(idx, dest0 .. dest<vec_count-1>,
@@ -718,7 +742,8 @@ def _take(dt, idt, count):
     return func, [PointerTextureRef(mod, n, dt) for n in names]
 
 
-def get_take_put_kernel(dtype, idx_dtype, with_offsets, vec_count=1):
+def get_take_put_kernel(dtype: npt.DTypeLike, idx_dtype: npt.DTypeLike, with_offsets: bool,
+                        vec_count: int = 1) -> Any:
     """get_take_put_kernel(dtype, idx_dtype, with_offsets, vec_count=1) -> (Function, [PointerTextureRef])
 
     ``dest<k>[dest_idx[i]] = src<k>[src_idx[i] (+ offset<k>)]``: launch with
@@ -747,7 +772,7 @@ def _take_put(dt, idt, with_offsets, count):
     return func, [PointerTextureRef(mod, n, dt) for n in names]
 
 
-def get_put_kernel(dtype, idx_dtype, vec_count=1):
+def get_put_kernel(dtype: npt.DTypeLike, idx_dtype: npt.DTypeLike, vec_count: int = 1) -> Any:
     """get_put_kernel(dtype, idx_dtype, vec_count=1) -> Function
 
     ``dest<k>[dest_idx[i]] = src<k>[i]``: launch with ``(dest_idx, dest0..,
@@ -765,7 +790,7 @@ def _put(dt, idt, count):
     return _kernel(args, body, "put")
 
 
-def get_copy_kernel(dtype_dest, dtype_src):
+def get_copy_kernel(dtype_dest: npt.DTypeLike, dtype_src: npt.DTypeLike) -> Any:
     """get_copy_kernel(dtype_dest, dtype_src) -> Function
 
     ``dest[i] = src[i]`` converted as NumPy's astype (unsafe casting); launch
@@ -780,7 +805,7 @@ def _copy(dd, ds):
                    "copy")
 
 
-def get_linear_combination_kernel(summand_descriptors, dtype_z):
+def get_linear_combination_kernel(summand_descriptors: Any, dtype_z: npt.DTypeLike) -> Any:
     """get_linear_combination_kernel(summand_descriptors, dtype_z) -> (Function, [PointerTextureRef])
 
     ``z[i] = a0*x0[i] + a1*x1[i] + ...``; `summand_descriptors` holds one
@@ -833,7 +858,8 @@ def _operand_type(dz, dother):
     return dz
 
 
-def get_axpbyz_kernel(dtype_x, dtype_y, dtype_z, x_is_scalar=False, y_is_scalar=False):
+def get_axpbyz_kernel(dtype_x: npt.DTypeLike, dtype_y: npt.DTypeLike, dtype_z: npt.DTypeLike,
+                      x_is_scalar: bool = False, y_is_scalar: bool = False) -> Any:
     """get_axpbyz_kernel(dtype_x, dtype_y, dtype_z, x_is_scalar=False, y_is_scalar=False) -> Function
 
     ``z[i] = a*x[i] + b*y[i]``; launch with ``(a, x, b, y, z, n)`` (a of dtype_x,
@@ -855,7 +881,7 @@ def _axpbyz(dx, dy, dz, xs, ys):
                     _vec(dz, "z")], f"z[i] = {_cast(dz, expr)}", "axpbyz")
 
 
-def get_axpbz_kernel(dtype_x, dtype_z):
+def get_axpbz_kernel(dtype_x: npt.DTypeLike, dtype_z: npt.DTypeLike) -> Any:
     """get_axpbz_kernel(dtype_x, dtype_z) -> Function
 
     ``z[i] = a*x[i] + b`` computed in dtype_z; launch with ``(a, x, b, z, n)``
@@ -901,8 +927,9 @@ def _op_expr(op, x, dx, y, dy, dz):
     return f"({_cast(tx, x)} {op} {_cast(ty, y)})"
 
 
-def get_binary_op_kernel(dtype_x, dtype_y, dtype_z, operator, x_is_scalar=False,
-                         y_is_scalar=False):
+def get_binary_op_kernel(dtype_x: npt.DTypeLike, dtype_y: npt.DTypeLike,
+                         dtype_z: npt.DTypeLike, operator: str, x_is_scalar: bool = False,
+                         y_is_scalar: bool = False) -> Any:
     """get_binary_op_kernel(dtype_x, dtype_y, dtype_z, operator, x_is_scalar=False, y_is_scalar=False) -> Function
 
     ``z[i] = x[i] <operator> y[i]`` (x[0]/y[0] for a scalar array); launch with
@@ -921,7 +948,7 @@ def _binary_op(dx, dy, dz, op, xs, ys):
                    f"z[i] = {_cast(dz, expr)}", "multiply")
 
 
-def get_rdivide_elwise_kernel(dtype_x, dtype_z):
+def get_rdivide_elwise_kernel(dtype_x: npt.DTypeLike, dtype_z: npt.DTypeLike) -> Any:
     """get_rdivide_elwise_kernel(dtype_x, dtype_z) -> Function
 
     ``z[i] = y / x[i]`` for a scalar y of dtype_z; launch with ``(x, y, z, n)``.
@@ -949,7 +976,8 @@ def _func_kernel_name(func):
     return func.split("::")[-1] + "_kernel"
 
 
-def get_binary_func_kernel(func, dtype_x, dtype_y, dtype_z):
+def get_binary_func_kernel(func: str, dtype_x: npt.DTypeLike, dtype_y: npt.DTypeLike,
+                           dtype_z: npt.DTypeLike) -> Any:
     """get_binary_func_kernel(func, dtype_x, dtype_y, dtype_z) -> Function
 
     ``z[i] = func(x[i], y[i])`` for a device function named `func` (e.g. "fmaxf",
@@ -959,7 +987,8 @@ def get_binary_func_kernel(func, dtype_x, dtype_y, dtype_z):
                         _dt(dtype_y, "dtype_y"), _dt(dtype_z, "dtype_z"), False)
 
 
-def get_binary_func_scalar_kernel(func, dtype_x, dtype_y, dtype_z):
+def get_binary_func_scalar_kernel(func: str, dtype_x: npt.DTypeLike, dtype_y: npt.DTypeLike,
+                                  dtype_z: npt.DTypeLike) -> Any:
     """get_binary_func_scalar_kernel(func, dtype_x, dtype_y, dtype_z) -> Function
 
     ``z[i] = func(x[i], y)`` for a scalar y of dtype_y; launch with ``(x, y, z, n)``.
@@ -976,7 +1005,8 @@ def _binary_func(func, dx, dy, dz, scalar):
                    _func_kernel_name(func))
 
 
-def get_binary_minmax_kernel(func, dtype_x, dtype_y, dtype_z, use_scalar):
+def get_binary_minmax_kernel(func: str, dtype_x: npt.DTypeLike, dtype_y: npt.DTypeLike,
+                             dtype_z: npt.DTypeLike, use_scalar: bool) -> Any:
     """get_binary_minmax_kernel(func, dtype_x, dtype_y, dtype_z, use_scalar) -> Function
 
     Elementwise maximum/minimum (`func` "max" or "min"): fmax/fmin (NaN-ignoring)
@@ -1005,7 +1035,7 @@ def _minmax2(func, dx, dy, dz, scalar):
                    name + "_kernel")
 
 
-def get_fill_kernel(dtype):
+def get_fill_kernel(dtype: npt.DTypeLike) -> Any:
     """get_fill_kernel(dtype) -> Function: ``z[i] = a``; launch with ``(a, z, n)``."""
     return _fill_k(_dt(dtype))
 
@@ -1015,7 +1045,7 @@ def _fill_k(dt):
     return _kernel([ScalarArg(dt, "a"), _vec(dt, "z")], "z[i] = a", "fill")
 
 
-def get_reverse_kernel(dtype):
+def get_reverse_kernel(dtype: npt.DTypeLike) -> Any:
     """get_reverse_kernel(dtype) -> Function: ``z[i] = y[n-1-i]``; launch with ``(y, z, n)``."""
     return _reverse(_dt(dtype))
 
@@ -1041,22 +1071,22 @@ def _part(dt, dout, part):
     return _kernel([_vec(dt, "y"), _vec(dout, "z")], f"z[i] = {_cast(dout, expr)}", part)
 
 
-def get_real_kernel(dtype, real_dtype):
+def get_real_kernel(dtype: npt.DTypeLike, real_dtype: npt.DTypeLike) -> Any:
     """get_real_kernel(dtype, real_dtype) -> Function: ``z[i] = real(y[i])``; launch with ``(y, z, n)``."""
     return _part_kernel(dtype, real_dtype, "real")
 
 
-def get_imag_kernel(dtype, real_dtype):
+def get_imag_kernel(dtype: npt.DTypeLike, real_dtype: npt.DTypeLike) -> Any:
     """get_imag_kernel(dtype, real_dtype) -> Function: ``z[i] = imag(y[i])``; launch with ``(y, z, n)``."""
     return _part_kernel(dtype, real_dtype, "imag")
 
 
-def get_conj_kernel(dtype, conj_dtype):
+def get_conj_kernel(dtype: npt.DTypeLike, conj_dtype: npt.DTypeLike) -> Any:
     """get_conj_kernel(dtype, conj_dtype) -> Function: ``z[i] = conj(y[i])``; launch with ``(y, z, n)``."""
     return _part_kernel(dtype, conj_dtype, "conj")
 
 
-def get_arange_kernel(dtype):
+def get_arange_kernel(dtype: npt.DTypeLike) -> Any:
     """get_arange_kernel(dtype) -> Function: ``z[i] = start + i*step``; launch with ``(z, start, step, n)``."""
     return _arange(_dt(dtype))
 
@@ -1071,7 +1101,9 @@ def _arange(dt):
                    f"z[i] = {expr}", "arange")
 
 
-def get_pow_array_kernel(dtype_x, dtype_y, dtype_z, is_base_array, is_exp_array):
+def get_pow_array_kernel(dtype_x: npt.DTypeLike, dtype_y: npt.DTypeLike,
+                         dtype_z: npt.DTypeLike, is_base_array: bool,
+                         is_exp_array: bool) -> Any:
     """get_pow_array_kernel(dtype_x, dtype_y, dtype_z, is_base_array, is_exp_array) -> Function
 
     ``z[i] = x ** y`` with x and/or y arrays (the other a scalar of its dtype);
@@ -1102,21 +1134,21 @@ def _pow(dx, dy, dz, xa, ya):
 
 
 @context_dependent_memoize
-def get_fmod_kernel():
+def get_fmod_kernel() -> Any:
     """get_fmod_kernel() -> Function: float32 ``z[i] = fmod(arg[i], mod[i])``; launch with ``(arg, mod, z, n)``."""
     return _kernel("float *arg, float *mod, float *z", "z[i] = fmodf(arg[i], mod[i])",
                    "fmod_kernel")
 
 
 @context_dependent_memoize
-def get_modf_kernel():
+def get_modf_kernel() -> Any:
     """get_modf_kernel() -> Function: float32 ``fracpart[i] = modf(x[i], &intpart[i])``; launch with ``(x, intpart, fracpart, n)``."""
     return _kernel("float *x, float *intpart, float *fracpart",
                    "fracpart[i] = modff(x[i], &intpart[i])", "modf_kernel")
 
 
 @context_dependent_memoize
-def get_frexp_kernel():
+def get_frexp_kernel() -> Any:
     """get_frexp_kernel() -> Function: float32 mantissa and exponent of x; launch with ``(x, significand, exponent, n)``."""
     return _kernel("float *x, float *significand, float *exponent",
                    "int bc_e = 0; significand[i] = frexpf(x[i], &bc_e); exponent[i] = bc_e",
@@ -1124,13 +1156,14 @@ def get_frexp_kernel():
 
 
 @context_dependent_memoize
-def get_ldexp_kernel():
+def get_ldexp_kernel() -> Any:
     """get_ldexp_kernel() -> Function: float32 ``z[i] = ldexp(sig[i], int(expt[i]))``; launch with ``(sig, expt, z, n)``."""
     return _kernel("float *sig, float *expt, float *z",
                    "z[i] = ldexpf(sig[i], (int)expt[i])", "ldexp_kernel")
 
 
-def get_unary_func_kernel(func_name, in_dtype, out_dtype=None):
+def get_unary_func_kernel(func_name: str, in_dtype: npt.DTypeLike,
+                          out_dtype: npt.DTypeLike = None) -> Any:
     """get_unary_func_kernel(func_name, in_dtype, out_dtype=None) -> Function
 
     ``z[i] = func_name(y[i])`` for a device function (e.g. "sin", "fabs"; complex
@@ -1147,7 +1180,7 @@ def _unary_func(func, din, dout):
                    _func_kernel_name(func))
 
 
-def get_if_positive_kernel(crit_dtype, dtype):
+def get_if_positive_kernel(crit_dtype: npt.DTypeLike, dtype: npt.DTypeLike) -> Any:
     """get_if_positive_kernel(crit_dtype, dtype) -> Function
 
     ``result[i] = crit[i] > 0 ? then_[i] : else_[i]``; launch with ``(crit, then_,
@@ -1159,7 +1192,7 @@ def get_if_positive_kernel(crit_dtype, dtype):
     return _select(dc, _dt(dtype), "> 0")
 
 
-def get_where_kernel(crit_dtype, dtype):
+def get_where_kernel(crit_dtype: npt.DTypeLike, dtype: npt.DTypeLike) -> Any:
     """get_where_kernel(crit_dtype, dtype) -> Function
 
     ``result[i] = crit[i] != 0 ? then_[i] : else_[i]``; launch with ``(crit, then_,
@@ -1176,7 +1209,8 @@ def _select(dc, dt, test):
                    "if_positive")
 
 
-def get_scalar_op_kernel(dtype_x, dtype_a, dtype_y, operator):
+def get_scalar_op_kernel(dtype_x: npt.DTypeLike, dtype_a: npt.DTypeLike,
+                         dtype_y: npt.DTypeLike, operator: str) -> Any:
     """get_scalar_op_kernel(dtype_x, dtype_a, dtype_y, operator) -> Function
 
     ``y[i] = x[i] <operator> a`` for a scalar a of dtype_a; launch with ``(x, a, y,
@@ -1193,7 +1227,7 @@ def _scalar_op(dx, da, dy, op):
                    f"y[i] = {_cast(dy, expr)}", "scalarop_kernel")
 
 
-def get_logical_not_kernel(dtype_x, dtype_out):
+def get_logical_not_kernel(dtype_x: npt.DTypeLike, dtype_out: npt.DTypeLike) -> Any:
     """get_logical_not_kernel(dtype_x, dtype_out) -> Function: ``out[i] = (x[i] == 0)``; launch with ``(x, out, n)``."""
     return _logical_not(_dt(dtype_x, "dtype_x"), _dt(dtype_out, "dtype_out"))
 

@@ -13,6 +13,10 @@ multiprocessor, each thread keeping several loads in flight, and combines within
 warps by shuffles; stage 2 (one block) combines the per-block partials.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from barecuda._driver import _array_alloc
@@ -20,6 +24,16 @@ from barecuda.elementwise import (HotEntry, _Signature, _current_context,
                                   cache_store, context_cache, device_blocks, headers_for,
                                   render, source_module)
 from barecuda.tools import VectorArg, dtype_to_ctype, parse_c_args
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Function, Stream
+    from barecuda.compiler import SourceModule
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["ReductionKernel", "get_reduction_kernel"]
 
@@ -40,8 +54,11 @@ class ReductionKernel:
     to reduce over) and `allocator=`.  Returns a 0-d GPUArray.
     """
 
-    def __init__(self, dtype_out, neutral, reduce_expr, map_expr=None, arguments=None,
-                 name="reduce_kernel", keep=False, options=None, preamble="", allocator=None):
+    def __init__(self, dtype_out: npt.DTypeLike, neutral: Any, reduce_expr: str,
+                 map_expr: str | None = None, arguments: str | Sequence[Any] | None = None,
+                 name: str = "reduce_kernel", keep: bool = False,
+                 options: Sequence[str] | None = None, preamble: str = "",
+                 allocator: Any = None) -> None:
         self.dtype_out = np.dtype(dtype_out)
         dtype_to_ctype(self.dtype_out)
         if arguments is None:
@@ -77,7 +94,7 @@ class ReductionKernel:
         self._ref = weakref.ref(self)
         self._hot = None
 
-    def source(self, index64=False, range_variant=False):
+    def source(self, index64: bool = False, range_variant: bool = False) -> str:
         """source(index64=False, range_variant=False): the CUDA C++ source of this reduction.
 
         Two kernels, ``<name>_stage1`` (one partial result per block) and
@@ -106,7 +123,8 @@ class ReductionKernel:
                       params=", ".join(params), unpack=sig.unpack, index_t=index_t,
                       block=BLOCK, unroll=self._unroll)
 
-    def get_functions(self, index64=False, range_variant=False, cache=None):
+    def get_functions(self, index64: bool = False, range_variant: bool = False,
+                      cache: dict[Any, Any] | None = None) -> tuple[Function, Function]:
         """get_functions(index64=False, range_variant=False, cache=None): the compiled (stage1, stage2) Functions.
 
         Compiles ``source(index64, range_variant)`` with NVRTC on first use in the
@@ -128,7 +146,7 @@ class ReductionKernel:
             ent = cache_store(cache, key, (self._ref, s1, s2, mod))
         return ent[1], ent[2]
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> GPUArray:
         """__call__(*args, stream=None, out=None, range=None, slice=None, allocator=None): run the reduction.
 
         `args` match the declared arguments in order (GPUArrays for pointers, numbers for
@@ -218,7 +236,7 @@ def _subst_i(expr, replacement):
     return re.sub(r"(?<![A-Za-z0-9_.])i(?![A-Za-z0-9_])", replacement, expr)
 
 
-def get_reduction_kernel(*args, **kwargs):
+def get_reduction_kernel(*args: Any, **kwargs: Any) -> ReductionKernel:
     """PyCUDA-style helper: a ReductionKernel."""
     return ReductionKernel(*args, **kwargs)
 
@@ -254,8 +272,11 @@ def _ctype_dtype(ctype):
         return None     # a user's struct: no dtype-specific headers needed
 
 
-def get_reduction_module(out_type, block_size, neutral, reduce_expr, map_expr, arguments,
-                         name="reduce_kernel", keep=False, options=None, preamble=""):
+def get_reduction_module(out_type: str, block_size: int, neutral: Any, reduce_expr: str,
+                         map_expr: str | None, arguments: str | Sequence[Any] | None,
+                         name: str = "reduce_kernel", keep: bool = False,
+                         options: Sequence[str] | None = None,
+                         preamble: str = "") -> SourceModule:
     """get_reduction_module(out_type, block_size, neutral, reduce_expr, map_expr, arguments, name="reduce_kernel", keep=False, options=None, preamble="")
 
     PyCUDA's module builder: a SourceModule with the kernel ``name(out_type *out,
@@ -298,9 +319,12 @@ def get_reduction_module(out_type, block_size, neutral, reduce_expr, map_expr, a
     return _getter_module(src, options, keep)
 
 
-def get_reduction_kernel_and_types(stage, out_type, block_size, neutral, reduce_expr,
-                                   map_expr=None, arguments=None, name="reduce_kernel",
-                                   keep=False, options=None, preamble=""):
+def get_reduction_kernel_and_types(stage: int, out_type: str, block_size: int, neutral: Any,
+                                   reduce_expr: str, map_expr: str | None = None,
+                                   arguments: str | Sequence[Any] | None = None,
+                                   name: str = "reduce_kernel", keep: bool = False,
+                                   options: Sequence[str] | None = None,
+                                   preamble: str = "") -> tuple[Function, str]:
     """get_reduction_kernel_and_types(stage, out_type, block_size, neutral, reduce_expr, map_expr=None, arguments=None, name="reduce_kernel", keep=False, options=None, preamble="")
 
     PyCUDA's (prepared Function, argument struct characters) of one stage: stage 1
@@ -336,7 +360,7 @@ def _rdt(d, what):
     return dt
 
 
-def get_sum_kernel(dtype_out, dtype_in):
+def get_sum_kernel(dtype_out: npt.DTypeLike, dtype_in: npt.DTypeLike) -> ReductionKernel:
     """get_sum_kernel(dtype_out, dtype_in) -> ReductionKernel: the sum of one array
     (dtype_out None: dtype_in)."""
     din = _rdt(dtype_in, "dtype_in")
@@ -348,14 +372,14 @@ def _sum_k(dout, din):
     return ReductionKernel(dout, "0", "a+b", arguments=f"const {dtype_to_ctype(din)} *in")
 
 
-def get_any_kernel(dtype_out, dtype_in):
+def get_any_kernel(dtype_out: npt.DTypeLike, dtype_in: npt.DTypeLike) -> ReductionKernel:
     """get_any_kernel(dtype_out, dtype_in) -> ReductionKernel: 1 if any element is
     nonzero, else 0 (dtype_out None: dtype_in)."""
     din = _rdt(dtype_in, "dtype_in")
     return _truth_k(din if dtype_out is None else _rdt(dtype_out, "dtype_out"), din, "any")
 
 
-def get_all_kernel(dtype_out, dtype_in):
+def get_all_kernel(dtype_out: npt.DTypeLike, dtype_in: npt.DTypeLike) -> ReductionKernel:
     """get_all_kernel(dtype_out, dtype_in) -> ReductionKernel: 1 if every element is
     nonzero, else 0 (dtype_out None: dtype_in)."""
     din = _rdt(dtype_in, "dtype_in")
@@ -371,7 +395,8 @@ def _truth_k(dout, din, which):
                            arguments=f"const {dtype_to_ctype(din)} *in")
 
 
-def get_subset_sum_kernel(dtype_out, dtype_subset, dtype_in):
+def get_subset_sum_kernel(dtype_out: npt.DTypeLike, dtype_subset: npt.DTypeLike,
+                          dtype_in: npt.DTypeLike) -> ReductionKernel:
     """get_subset_sum_kernel(dtype_out, dtype_subset, dtype_in) -> ReductionKernel:
     ``sum(in[lookup_tbl[i]])``, called as ``k(lookup_tbl, in)``."""
     din = _rdt(dtype_in, "dtype_in")
@@ -393,7 +418,8 @@ def _subset_sum_k(dout, dsub, din):
                                      f"const {dtype_to_ctype(din)} *in")
 
 
-def get_dot_kernel(dtype_out, dtype_a, dtype_b):
+def get_dot_kernel(dtype_out: npt.DTypeLike, dtype_a: npt.DTypeLike,
+                   dtype_b: npt.DTypeLike) -> ReductionKernel:
     """get_dot_kernel(dtype_out, dtype_a, dtype_b) -> ReductionKernel: ``sum(a[i]*b[i])``
     in dtype_out, called as ``k(a, b)``."""
     return _dot_k(_rdt(dtype_out, "dtype_out"), _rdt(dtype_a, "dtype_a"),
@@ -413,7 +439,9 @@ def _dot_k(dout, da, db):
                                      f"const {dtype_to_ctype(db)} *y")
 
 
-def get_subset_dot_kernel(dtype_out, dtype_subset, dtype_a=None, dtype_b=None):
+def get_subset_dot_kernel(dtype_out: npt.DTypeLike, dtype_subset: npt.DTypeLike,
+                          dtype_a: npt.DTypeLike = None,
+                          dtype_b: npt.DTypeLike = None) -> ReductionKernel:
     """get_subset_dot_kernel(dtype_out, dtype_subset, dtype_a=None, dtype_b=None) -> ReductionKernel
 
     ``sum(a[t]*b[t] for t in lookup_tbl)``, called as ``k(lookup_tbl, a, b)``.
@@ -439,7 +467,7 @@ def _subset_dot_k(dout, dsub, da, db):
                                      f"const {dtype_to_ctype(db)} *y")
 
 
-def get_minmax_neutral(what, dtype):
+def get_minmax_neutral(what: str, dtype: npt.DTypeLike) -> str:
     """get_minmax_neutral(what, dtype) -> str: the C neutral element of a "min" or
     "max" reduction: ``MY_INFINITY`` / ``-MY_INFINITY`` (which the min/max kernels'
     preamble defines) for inexact dtypes, the integer extreme otherwise."""
@@ -468,7 +496,7 @@ def _minmax_expr(what, dtype):
                     f"not {dtype}")
 
 
-def get_minmax_kernel(what, dtype):
+def get_minmax_kernel(what: str, dtype: npt.DTypeLike) -> ReductionKernel:
     """get_minmax_kernel(what, dtype) -> ReductionKernel: the minimum or maximum
     (`what` "min"/"max") of a float32, float64 or integer array; floats skip NaNs
     (fmin/fmax)."""
@@ -478,7 +506,8 @@ def get_minmax_kernel(what, dtype):
     return _minmax_k(what, dt, None)
 
 
-def get_subset_minmax_kernel(what, dtype, dtype_subset):
+def get_subset_minmax_kernel(what: str, dtype: npt.DTypeLike,
+                             dtype_subset: npt.DTypeLike) -> ReductionKernel:
     """get_subset_minmax_kernel(what, dtype, dtype_subset) -> ReductionKernel: as
     get_minmax_kernel over ``in[lookup_tbl[i]]``, called as ``k(lookup_tbl, in)``."""
     dt = _rdt(dtype, "dtype")

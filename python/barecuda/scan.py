@@ -11,13 +11,25 @@ the elements is kept, so it need not be commutative.  ExclusiveScanKernel needs
 recursively, then added to the following tiles.
 """
 
+from __future__ import annotations
+
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from barecuda.elementwise import cache_store, context_cache, headers_for, render, source_module
 from barecuda.reduction import _alloc
 from barecuda.tools import dtype_to_ctype
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["InclusiveScanKernel", "ExclusiveScanKernel"]
 
@@ -29,8 +41,9 @@ TILE = BLOCK * ITEMS
 class _ScanKernelBase:
     exclusive = 0
 
-    def __init__(self, dtype, scan_expr, neutral=None, name_prefix="scan", options=None,
-                 preamble="", devices=None, keep=False):
+    def __init__(self, dtype: npt.DTypeLike, scan_expr: str, neutral: Any = None,
+                 name_prefix: str = "scan", options: Sequence[str] | None = None,
+                 preamble: str = "", devices: Any = None, keep: bool = False) -> None:
         self.dtype = np.dtype(dtype)
         self.ctype = dtype_to_ctype(self.dtype)
         if not isinstance(scan_expr, str) or not scan_expr.strip():
@@ -48,7 +61,7 @@ class _ScanKernelBase:
         self._key = ("scan", id(self))
         self._ref = weakref.ref(self)
 
-    def source(self):
+    def source(self) -> str:
         neutral = self.neutral if self.neutral is not None else "v[0]"
         return render("scan.cu", headers=headers_for([self.dtype]), preamble=self.preamble,
                       name=self.name, t=self.ctype, scan_expr=self.scan_expr, block=BLOCK,
@@ -66,7 +79,8 @@ class _ScanKernelBase:
             ent = cache_store(cache, self._key, (self._ref, tiles, carry, mod))
         return ent[1], ent[2]
 
-    def __call__(self, input_ary, output_ary=None, allocator=None, stream=None):
+    def __call__(self, input_ary: GPUArray, output_ary: GPUArray | None = None,
+                 allocator: Any = None, stream: Stream | None = None) -> GPUArray:
         from barecuda.gpuarray import GPUArray
         who = type(self).__name__
         if not isinstance(input_ary, GPUArray):
@@ -112,6 +126,7 @@ class ExclusiveScanKernel(_ScanKernelBase):
     preamble="", devices=None): out[0] = neutral, out[k] = x[0] op ... op x[k-1]."""
     exclusive = 1
 
-    def __init__(self, dtype, scan_expr, neutral, name_prefix="scan", options=None,
-                 preamble="", devices=None, keep=False):
+    def __init__(self, dtype: npt.DTypeLike, scan_expr: str, neutral: Any,
+                 name_prefix: str = "scan", options: Sequence[str] | None = None,
+                 preamble: str = "", devices: Any = None, keep: bool = False) -> None:
         super().__init__(dtype, scan_expr, neutral, name_prefix, options, preamble, devices, keep)
