@@ -4,13 +4,25 @@ sparse matrix or array, a dense 2-D NumPy array, or a COOMatrix) becomes
 plain NumPy CSR or COO arrays of one value dtype.  SciPy is never imported here: a
 SciPy matrix is recognised by its ``tocsr``/``tocoo`` methods."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 INDEX_LIMIT = 2**31 - 1      # rows, columns and entries are indexed with int32 on the GPU
 
 
-def value_dtype(dtype, who):
+def value_dtype(dtype: npt.DTypeLike, who: str) -> np.dtype[Any]:
     """np.dtype(dtype) when it is float32 or float64, else TypeError."""
     try:
         dt = np.dtype(dtype)
@@ -42,11 +54,12 @@ class COOMatrix:
 
     __slots__ = ("row", "col", "data", "shape")
 
-    def __init__(self, row, col, data, shape):
+    def __init__(self, row: npt.ArrayLike, col: npt.ArrayLike, data: npt.NDArray[Any],
+                 shape: tuple[int, int]) -> None:
         self.row, self.col, self.data, self.shape = row, col, data, shape
 
     @property
-    def nnz(self):
+    def nnz(self) -> int:
         """The number of stored entries."""
         return int(self.data.size)
 
@@ -82,7 +95,7 @@ def _dense(mat, who):
     return arr
 
 
-def as_csr(mat, dtype, who):
+def as_csr(mat: Any, dtype: npt.DTypeLike, who: str) -> Any:
     """(shape, indptr int64, indices int32, data of dtype) of `mat`."""
     if hasattr(mat, "tocsr") and hasattr(mat, "shape"):
         m = mat.tocsr()
@@ -108,7 +121,7 @@ def as_csr(mat, dtype, who):
     return shape, indptr, cols.astype(np.int32), data[rows, cols]
 
 
-def as_coo(mat, dtype, who):
+def as_coo(mat: Any, dtype: npt.DTypeLike, who: str) -> Any:
     """A COO of `mat` with int32 indices (checked against the shape) and dtype values."""
     if isinstance(mat, COOMatrix):
         shape = _check_shape(mat.shape, who)

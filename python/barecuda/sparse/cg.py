@@ -12,6 +12,10 @@ AsyncInnerProduct; the solve stops when one of those is below tol**2 times the f
 one (so `tol` bounds the relative preconditioned residual norm).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 
 import numpy as np
 
@@ -20,6 +24,14 @@ from barecuda.elementwise import ElementwiseKernel
 from barecuda.sparse.inner import AsyncInnerProduct
 from barecuda.sparse.operator import IdentityPreconditioner
 from barecuda.tools import dtype_to_ctype
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["ConvergenceError", "CGStateContainer", "solve_pkt_with_cg"]
 
@@ -90,7 +102,8 @@ class CGStateContainer:
     direction), ``delta`` (0-d GPUArray r.M.r), ``rhs``.
     """
 
-    def __init__(self, operator, precon=None, pagelocked_allocator=None):
+    def __init__(self, operator: Any, precon: Any = None,
+                 pagelocked_allocator: Any = None) -> None:
         if precon is None:
             precon = IdentityPreconditioner(operator.dtype, operator.shape[0])
         if tuple(precon.shape) != tuple(operator.shape):
@@ -106,7 +119,8 @@ class CGStateContainer:
 
     # small helpers (PyCUDA's names) ------------------------------------------------
 
-    def lc2(self, a, x, b, y, out=None):
+    def lc2(self, a: Any, x: GPUArray, b: Any, y: GPUArray | None,
+            out: Any = None) -> GPUArray:
         """a*x + b*y into out (new when None); a and b are numbers or 0-d GPUArrays
         of x's dtype; x, y, out GPUArrays of one dtype and shape."""
         if x.dtype != y.dtype or (out is not None and out.dtype != x.dtype):
@@ -122,7 +136,7 @@ class CGStateContainer:
         k(out, x, y, a, b)
         return out
 
-    def guarded_div(self, a, b):
+    def guarded_div(self, a: Any, b: Any) -> GPUArray:
         """a / b elementwise, 0 where b is 0 (GPUArrays of one shape)."""
         if a.shape != b.shape:
             raise ValueError(f"guarded_div(): shapes differ ({a.shape}, {b.shape})")
@@ -145,7 +159,7 @@ class CGStateContainer:
 
     # the iteration ----------------------------------------------------------------
 
-    def reset(self, rhs, x=None):
+    def reset(self, rhs: Any, x: GPUArray | None = None) -> None:
         """Start from the initial guess `x` (zeros when None) for right-hand side
         `rhs` (GPUArrays of the operator's dtype and size)."""
         n = self.operator.shape[0]
@@ -168,7 +182,7 @@ class CGStateContainer:
         self.real_delta_queue = [first]
         self.delta = first.gpu_result
 
-    def one_iteration(self, compute_real_residual=False):
+    def one_iteration(self, compute_real_residual: Any = False) -> None:
         """One CG step; with compute_real_residual the residual is recomputed as
         rhs - operator(x) and its r.M.r is queued for the convergence test."""
         q = self._apply(self.operator, self.d, "operator")
@@ -209,7 +223,8 @@ class CGStateContainer:
                 return True
         return False
 
-    def run(self, max_iterations=None, tol=1e-7, debug_callback=None):
+    def run(self, max_iterations: int | None = None, tol: float = 1e-7,
+            debug_callback: Any = None) -> GPUArray:
         """Iterate until converged (returns x) or `max_iterations` (default
         max(61, 10 n)) have run (raises ConvergenceError).  `debug_callback(what,
         iteration, x, residual, d, delta)` is called after every iteration (what is
@@ -242,8 +257,9 @@ class CGStateContainer:
         return self.x
 
 
-def solve_pkt_with_cg(pkt_spmv, b, precon=None, x=None, tol=1e-7, max_iterations=None,
-                      debug=False, pagelocked_allocator=None):
+def solve_pkt_with_cg(pkt_spmv: Any, b: Any, precon: Any = None, x: GPUArray | None = None,
+                      tol: float = 1e-7, max_iterations: int | None = None, debug: Any = False,
+                      pagelocked_allocator: Any = None) -> tuple[GPUArray, int, int]:
     """Solve A x = b with the PacketedSpMV `pkt_spmv` of an SPD matrix A.
 
     `b` (and the initial guess `x`, zeros when None) are GPUArrays in the original

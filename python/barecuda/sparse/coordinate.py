@@ -11,11 +11,23 @@ among 32 consecutive entries and adds each run's total to y atomically.  Any
 matrix shape works (y has shape[0] elements, x shape[1]).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from barecuda import gpuarray
 from barecuda.sparse import _kernels
 from barecuda.sparse._matrix import as_coo, value_dtype
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["CoordinateSpMV"]
 
@@ -30,7 +42,7 @@ class CoordinateSpMV:
     default one).
     """
 
-    def __init__(self, mat, dtype):
+    def __init__(self, mat: Any, dtype: npt.DTypeLike) -> None:
         who = "CoordinateSpMV"
         self.dtype = value_dtype(dtype, who)
         self.index_dtype = np.dtype(np.int32)
@@ -46,11 +58,12 @@ class CoordinateSpMV:
         self.data_gpu = gpuarray.to_gpu(
             np.concatenate([coo.data[order], np.zeros(pad, self.dtype)]))
 
-    def get_kernel(self):
+    def get_kernel(self) -> Any:
         """The prepared ``bc_spmv_coo`` Function of this dtype in the current context."""
         return _kernels.functions(self.dtype)[1]
 
-    def __call__(self, x, y=None, stream=None):
+    def __call__(self, x: GPUArray, y: GPUArray | None = None,
+                 stream: Stream | None = None) -> GPUArray:
         """__call__(x, y=None, stream=None): y + A x, in y (a new zero-filled
         GPUArray when y is None), which is returned.
 
@@ -69,7 +82,7 @@ class CoordinateSpMV:
         self.launch(x, y, stream)
         return y
 
-    def launch(self, x, y, stream=None):
+    def launch(self, x: GPUArray, y: GPUArray | None, stream: Stream | None = None) -> None:
         """Add A x to y with unchecked arguments (the caller's duty; internal path)."""
         if self.nnz == 0:
             return

@@ -8,17 +8,29 @@ returns the value (None until then).  The host can thus keep queuing iterations 
 a solver while earlier inner products come back.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import atexit
 
 from barecuda import driver as drv
 from barecuda import gpuarray
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["AsyncInnerProduct", "get_stream", "STREAM_POOL"]
 
 STREAM_POOL = []     # side streams of finished copies, reused by later ones
 
 
-def get_stream():
+def get_stream() -> Any:
     """A stream of the current context from STREAM_POOL, or a new one.
 
     Pooled streams of other contexts stay for their context; those of a context
@@ -48,7 +60,7 @@ class AsyncInnerProduct:
     ``driver.pagelocked_empty``; a ``tools.PageLockedMemoryPool().allocate`` fits).
     """
 
-    def __init__(self, a, b, pagelocked_allocator=None):
+    def __init__(self, a: Any, b: Any, pagelocked_allocator: Any = None) -> None:
         self.gpu_result = gpuarray.dot(a, b)
         self.gpu_finished_evt = drv.Event()
         self.gpu_finished_evt.record()
@@ -58,7 +70,7 @@ class AsyncInnerProduct:
         self.host_dest = None
         self._value = None
 
-    def get_host_result(self):
+    def get_host_result(self) -> Any:
         """The product as a NumPy scalar once it has reached the host, else None
         (call again later; each call only polls events, never waits)."""
         if self._value is not None:
@@ -80,7 +92,7 @@ class AsyncInnerProduct:
             return self._value
         return None
 
-    def wait(self):
+    def wait(self) -> None:
         """The product, waiting for it (used when a solver must decide now)."""
         while True:
             value = self.get_host_result()

@@ -15,6 +15,10 @@ CoordinateSpMV.  Only square matrices are supported; vectors passed to the objec
 are in the permuted ordering, as PyCUDA's.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from barecuda import driver as _drv
@@ -24,6 +28,14 @@ from barecuda.sparse._matrix import COOMatrix, as_csr, value_dtype
 from barecuda.sparse.coordinate import CoordinateSpMV
 from barecuda.sparse.partition import partition_rows
 from barecuda.sparse.pkt_build import MAX_PACKET_ROWS, build_packets
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["PacketedSpMV"]
 
@@ -62,8 +74,9 @@ class PacketedSpMV:
     (a CoordinateSpMV); plus ``layout`` (the host-side PacketLayout).
     """
 
-    def __init__(self, mat, is_symmetric, dtype, *, rows_per_packet=None,
-                 threads_per_packet=None, partitioner="auto"):
+    def __init__(self, mat: Any, is_symmetric: bool, dtype: npt.DTypeLike, *,
+                 rows_per_packet: Any = None, threads_per_packet: Any = None,
+                 partitioner: Any = "auto") -> None:
         who = "PacketedSpMV"
         self.dtype = value_dtype(dtype, who)
         self.index_dtype = np.dtype(np.int32)
@@ -113,28 +126,29 @@ class PacketedSpMV:
         self.remaining_coo_gpu = CoordinateSpMV(lay.remaining, self.dtype)
 
     @property
-    def nnz(self):
+    def nnz(self) -> int:
         """Stored entries of the matrix (local and remaining)."""
         return self.layout.local_nnz + self.layout.remaining.nnz
 
-    def get_kernel(self):
+    def get_kernel(self) -> Any:
         """The prepared ``bc_spmv_pkt`` Function of this dtype in the current context."""
         return _kernels.functions(self.dtype)[0]
 
     def _check(self, v, name):
         return _kernels.check_vector(v, name, self.dtype, self.shape[0], "PacketedSpMV")
 
-    def permute(self, x):
+    def permute(self, x: GPUArray) -> GPUArray:
         """The GPUArray x (original row order) reordered into the packet ordering."""
         self._check(x, "x")
         return gpuarray.take(x, self.new2old_fetch_indices)
 
-    def unpermute(self, x):
+    def unpermute(self, x: GPUArray) -> GPUArray:
         """The GPUArray x (packet ordering) reordered back into the original order."""
         self._check(x, "x")
         return gpuarray.take(x, self.old2new_fetch_indices)
 
-    def __call__(self, x, y=None, stream=None):
+    def __call__(self, x: GPUArray, y: GPUArray | None = None,
+                 stream: Stream | None = None) -> GPUArray:
         """__call__(x, y=None, stream=None): y + A x in the packet ordering, in y (a
         new zero-filled GPUArray when y is None), which is returned.
 
@@ -161,7 +175,7 @@ class PacketedSpMV:
 
     # PyCUDA's intermediate steps, for code that calls them -----------------------------
 
-    def find_simple_index_stuff(self, packet_nr_to_dofs):
+    def find_simple_index_stuff(self, packet_nr_to_dofs: Any) -> Any:
         """(new2old, old2new, packet_base_rows) int32 arrays for packets given as
         lists of rows (PyCUDA's helper; rows take the packets' order)."""
         new2old = np.concatenate([np.asarray(p, dtype=np.int64) for p in packet_nr_to_dofs]) \
@@ -172,8 +186,8 @@ class PacketedSpMV:
         np.cumsum([len(p) for p in packet_nr_to_dofs], out=base[1:])
         return new2old.astype(np.int32), old2new.astype(np.int32), base.astype(np.int32)
 
-    def find_local_row_costs_and_remaining_coo(self, csr_mat, dof_to_packet_nr,
-                                               old2new_fetch_indices):
+    def find_local_row_costs_and_remaining_coo(self, csr_mat: Any, dof_to_packet_nr: Any,
+                                               old2new_fetch_indices: Any) -> Any:
         """(local entries per row, COO of the other entries in permuted indices)
         for a CSR matrix (anything with indptr, indices, data) (PyCUDA's helper)."""
         labels = np.asarray(dof_to_packet_nr)

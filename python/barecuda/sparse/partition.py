@@ -24,14 +24,26 @@ may be given instead; labels need not be compact, and any label holding more tha
 `max_rows` rows is cut into several packets.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["partition_rows", "contiguous_partition", "bfs_ordering", "bfs_partition",
            "metis_partition", "symmetric_graph", "split_oversized", "local_entry_count",
            "have_pymetis"]
 
 
-def have_pymetis():
+def have_pymetis() -> bool:
     """True when pymetis can be imported (then "auto" partitions with METIS)."""
     try:
         import pymetis  # noqa: F401
@@ -62,13 +74,14 @@ def _check_graph(indptr, indices, n):
     return indptr.astype(np.int64), indices.astype(np.int64)
 
 
-def contiguous_partition(n, max_rows):
+def contiguous_partition(n: int, max_rows: int) -> npt.NDArray[Any]:
     """Packet numbers of n rows cut into consecutive blocks of `max_rows` rows."""
     max_rows = _check_max_rows(max_rows)
     return (np.arange(n, dtype=np.int64) // max_rows).astype(np.int32)
 
 
-def symmetric_graph(indptr, indices, n, is_symmetric=False):
+def symmetric_graph(indptr: npt.NDArray[Any], indices: npt.NDArray[Any], n: int,
+                    is_symmetric: bool = False) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """(indptr, indices) of the undirected graph of a square CSR pattern: i and j are
     joined when A[i, j] or A[j, i] is stored; no self loops, no repeated edges.
     With is_symmetric=True the pattern is trusted to be symmetric already."""
@@ -85,7 +98,8 @@ def symmetric_graph(indptr, indices, n, is_symmetric=False):
     return out_ptr, cols
 
 
-def bfs_ordering(indptr, indices, n):
+def bfs_ordering(indptr: npt.NDArray[Any], indices: npt.NDArray[Any],
+                 n: int) -> npt.NDArray[Any]:
     """A permutation of range(n) (new position -> row) visiting the graph of the
     given (symmetric) pattern breadth first; every connected component starts at
     its unvisited row of least degree."""
@@ -111,7 +125,8 @@ def bfs_ordering(indptr, indices, n):
     return np.array(order, dtype=np.int64)
 
 
-def bfs_partition(indptr, indices, n, max_rows, is_symmetric=False):
+def bfs_partition(indptr: npt.NDArray[Any], indices: npt.NDArray[Any], n: int, max_rows: int,
+                  is_symmetric: bool = False) -> npt.NDArray[Any]:
     """Packet numbers from a breadth-first ordering cut into runs of `max_rows` rows."""
     max_rows = _check_max_rows(max_rows)
     gptr, gidx = symmetric_graph(indptr, indices, n, is_symmetric)
@@ -121,7 +136,8 @@ def bfs_partition(indptr, indices, n, max_rows, is_symmetric=False):
     return labels
 
 
-def metis_partition(indptr, indices, n, max_rows, is_symmetric=False):
+def metis_partition(indptr: npt.NDArray[Any], indices: npt.NDArray[Any], n: int, max_rows: int,
+                    is_symmetric: bool = False) -> npt.NDArray[Any]:
     """Packet numbers from METIS (pymetis.part_graph) into ceil(n / max_rows) parts,
     with parts that come out larger than `max_rows` cut further.  ImportError
     without pymetis."""
@@ -135,7 +151,7 @@ def metis_partition(indptr, indices, n, max_rows, is_symmetric=False):
     return split_oversized(np.asarray(labels), max_rows)
 
 
-def split_oversized(labels, max_rows):
+def split_oversized(labels: npt.NDArray[Any], max_rows: int) -> npt.NDArray[Any]:
     """Compact packet numbers 0..P-1 from any integer labels (one per row), cutting
     every label that holds more than `max_rows` rows into consecutive pieces."""
     max_rows = _check_max_rows(max_rows)
@@ -159,7 +175,8 @@ def split_oversized(labels, max_rows):
     return (piece_base[compact] + rank // max_rows).astype(np.int32)
 
 
-def local_entry_count(indptr, indices, labels):
+def local_entry_count(indptr: npt.NDArray[Any], indices: npt.NDArray[Any],
+                      labels: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """How many stored entries A[i, j] have i and j in one packet."""
     indptr = np.asarray(indptr)
     labels = np.asarray(labels)
@@ -167,7 +184,8 @@ def local_entry_count(indptr, indices, labels):
     return int(np.count_nonzero(labels[rows] == labels[np.asarray(indices)]))
 
 
-def partition_rows(indptr, indices, n, max_rows, is_symmetric=False, method="auto"):
+def partition_rows(indptr: npt.NDArray[Any], indices: npt.NDArray[Any], n: int, max_rows: int,
+                   is_symmetric: bool = False, method: str = "auto") -> npt.NDArray[Any]:
     """Packet number (int32, compact 0..P-1) of every row of an n x n CSR pattern,
     no packet holding more than `max_rows` rows.  `method` is "auto", "metis",
     "bfs", "contiguous" or a callable (see the module's documentation)."""

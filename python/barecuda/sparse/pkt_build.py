@@ -13,10 +13,22 @@ other entries stay as coordinate triples (in permuted indices, sorted by row) fo
 the coordinate kernel.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from barecuda.sparse._matrix import COOMatrix, INDEX_LIMIT
 from barecuda.sparse.partition import split_oversized
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
 
 __all__ = ["PacketLayout", "build_packets"]
 
@@ -35,7 +47,7 @@ class PacketLayout:
     (values), ``local_nnz`` and ``remaining`` (a COO of the other entries, permuted).
     """
 
-    def spmv(self, x_perm, y_perm=None):
+    def spmv(self, x_perm: Any, y_perm: Any = None) -> npt.NDArray[Any]:
         """y_perm + A_perm @ x_perm computed from the layout on the host, walking
         the arrays as the GPU kernels do (a reference for tests)."""
         n = self.shape[0]
@@ -56,7 +68,9 @@ class PacketLayout:
         return y
 
 
-def build_packets(indptr, indices, data, labels, threads_per_packet, max_packet_rows=None):
+def build_packets(indptr: npt.NDArray[Any], indices: npt.NDArray[Any], data: npt.NDArray[Any],
+                  labels: npt.NDArray[Any], threads_per_packet: Any,
+                  max_packet_rows: Any = None) -> PacketLayout:
     """The PacketLayout of the n x n CSR matrix (indptr, indices, data) whose row i
     goes to packet labels[i] (labels are made compact, and a label with more than
     max_packet_rows rows is cut; at most 65536 rows per packet)."""
