@@ -25,7 +25,7 @@ INTERESTING = [
 ]
 
 
-def main():
+def main() -> int:
     cuda.init()                  # no context is needed just to query devices
     n = cuda.Device.count()
     print(f"{n} CUDA device(s), driver API version {cuda.get_driver_version()}")

@@ -13,15 +13,18 @@ Exit status 0 when every result matches NumPy (float32 tolerance).
 """
 
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 from barecuda import gpuarray
 from barecuda.elementwise import ElementwiseKernel
 
 
-def close(name, got, want, rtol=1e-5, atol=1e-6):
+def close(name: str, got: npt.NDArray[Any], want: npt.NDArray[Any], rtol: float = 1e-5,
+          atol: float = 1e-6) -> bool:
     err = float(np.max(np.abs(got - want) / (atol + rtol * np.abs(want))))
     print(f"  {name:32s} max error / tolerance = {err:.2f}")
     if not err <= 1.0:
@@ -30,7 +33,7 @@ def close(name, got, want, rtol=1e-5, atol=1e-6):
     return True
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 2_000_000
     rng = np.random.default_rng(4)
     x = rng.standard_normal(n).astype(np.float32)

@@ -12,8 +12,10 @@ Exit status 0 when the GPU board equals the NumPy board after every generation.
 """
 
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 import barecuda.driver as cuda
@@ -39,13 +41,13 @@ __global__ void life_step(unsigned char *next, const unsigned char *cur, int w, 
 """
 
 
-def numpy_step(board):
+def numpy_step(board: npt.NDArray[Any]) -> npt.NDArray[Any]:
     alive = sum(np.roll(np.roll(board, dy, 0), dx, 1)
                 for dy in (-1, 0, 1) for dx in (-1, 0, 1) if (dx, dy) != (0, 0))
     return ((alive == 3) | ((board == 1) & (alive == 2))).astype(np.uint8)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     generations = int(argv[1]) if len(argv) > 1 else 50
     h, w = 300, 500
     board = (np.random.default_rng(9).random((h, w)) < 0.3).astype(np.uint8)

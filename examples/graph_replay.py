@@ -18,8 +18,10 @@ Exit status 0 when both ways match NumPy.
 
 import sys
 import time
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 import barecuda.driver as cuda
@@ -39,14 +41,14 @@ __global__ void clamp(float *x, float lo, float hi, int n)
 N, STEPS = 4096, 200
 
 
-def numpy_steps(x, y, steps):
+def numpy_steps(x: npt.NDArray[Any], y: npt.NDArray[Any], steps: int) -> npt.NDArray[Any]:
     x = x.copy()
     for _ in range(steps):
         x = np.clip(x * np.float32(0.9) + y, np.float32(-5), np.float32(5))
     return x
 
 
-def main():
+def main() -> int:
     mod = SourceModule(KERNEL)
     scale, add, clamp = (mod.get_function(k) for k in ("scale", "add", "clamp"))
     scale.prepare("Pfi")
@@ -60,7 +62,7 @@ def main():
     grid, block = ((N + 255) // 256, 1), (256, 1, 1)
     stream = cuda.Stream()
 
-    def step():
+    def step() -> None:
         """One step: three launches queued on `stream`."""
         scale.prepared_async_call(grid, block, stream, x_gpu, 0.9, N)
         add.prepared_async_call(grid, block, stream, x_gpu, y_gpu, N)

@@ -12,8 +12,10 @@ Exit status 0 when every thread wrote what NumPy expects.
 """
 
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 import barecuda.driver as cuda
@@ -38,7 +40,7 @@ __global__ void whoami(int *out, int width, int height)
 """
 
 
-def expected(width, height, bx, by, gx):
+def expected(width: int, height: int, bx: int, by: int, gx: int) -> npt.NDArray[Any]:
     """What each pixel's thread should report, computed with NumPy."""
     row, col = np.mgrid[0:height, 0:width]
     blk_x, blk_y = col // bx, row // by
@@ -47,7 +49,7 @@ def expected(width, height, bx, by, gx):
     return np.stack([blk_x, blk_y, thr_x, thr_y, linear], axis=-1).astype(np.int32)
 
 
-def main():
+def main() -> int:
     width, height = 100, 37          # deliberately not multiples of the block shape
     bx, by = 16, 8                   # 128 threads per block, as a 16 x 8 tile
     gx = (width + bx - 1) // bx      # round up: 7 blocks across

@@ -32,7 +32,7 @@ __global__ void vector_add(float *c, const float *a, const float *b, int n)
 """
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 1_000_003  # deliberately not a multiple of 256
     rng = np.random.default_rng(0)
     a = rng.standard_normal(n).astype(np.float32)

@@ -48,7 +48,7 @@ __global__ void hist_shared(unsigned int *hist, const unsigned char *data, int n
 """
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 16_000_000
     rng = np.random.default_rng(8)
     # A skewed distribution (many equal bytes) makes the contention visible.

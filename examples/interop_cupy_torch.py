@@ -14,6 +14,7 @@ is installed; otherwise exit status 0 when the kernel's results match NumPy.
 """
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ __global__ void square_add(float *y, const float *x, int n)
 """
 
 
-def frameworks():
+def frameworks() -> list[tuple[str, Any, Any, Any]]:
     """(name, to_device, to_numpy, synchronize) for each library that imports."""
     found = []
     try:
@@ -50,7 +51,7 @@ def frameworks():
     return found
 
 
-def main():
+def main() -> int:
     libs = frameworks()
     if not libs:
         print("SKIPPED: neither CuPy nor PyTorch with CUDA is available (exit 0)")

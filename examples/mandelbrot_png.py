@@ -18,8 +18,10 @@ import struct
 import sys
 import tempfile
 import zlib
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 from barecuda import gpuarray
@@ -49,7 +51,7 @@ __global__ void mandelbrot(int *count, int w, int h, double x0, double y0, doubl
 """
 
 
-def numpy_counts(cr, ci, max_iter):
+def numpy_counts(cr: npt.NDArray[Any], ci: npt.NDArray[Any], max_iter: int) -> npt.NDArray[Any]:
     """The same iteration for arrays of points, in NumPy."""
     c = cr + 1j * ci
     z = np.zeros_like(c)
@@ -65,11 +67,11 @@ def numpy_counts(cr, ci, max_iter):
     return k
 
 
-def write_png(path, rgb):
+def write_png(path: str, rgb: npt.NDArray[Any]) -> None:
     """Write an 8-bit RGB image (h x w x 3 uint8) as a PNG file."""
     h, w, _ = rgb.shape
 
-    def chunk(kind, data):
+    def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
@@ -82,7 +84,7 @@ def write_png(path, rgb):
         f.write(png)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     path = argv[1] if len(argv) > 1 else os.path.join(tempfile.mkdtemp(), "mandelbrot.png")
     w, h = 900, 600
     x0, y0, step = -2.25, -1.0, 3.0 / w          # the view: [-2.25, 0.75] x [-1, 1]

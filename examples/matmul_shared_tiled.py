@@ -12,6 +12,7 @@ Exit status 0 when both kernels agree with NumPy's ``A @ B`` (to float32 roundin
 """
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,8 @@ __global__ void matmul_tiled(float *C, const float *A, const float *B, int n)
 """
 
 
-def time_kernel(func, args, grid, repeats=5):
+def time_kernel(func: cuda.Function, args: tuple[Any, ...], grid: tuple[int, int],
+                repeats: int = 5) -> float:
     """Average milliseconds per launch, measured on the GPU with two events."""
     func(*args, block=(TILE, TILE, 1), grid=grid)          # warm up
     start, stop = cuda.Event(), cuda.Event()
@@ -69,7 +71,7 @@ def time_kernel(func, args, grid, repeats=5):
     return start.time_till(stop) / repeats
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 1000    # not a multiple of TILE on purpose
     rng = np.random.default_rng(1)
     a = rng.standard_normal((n, n)).astype(np.float32)

@@ -28,7 +28,7 @@ __global__ void twice(float *x, int n)
 """
 
 
-def main():
+def main() -> int:
     cuda.init()
     if cuda.Device.count() < 2:
         print(f"SKIPPED: this example needs two GPUs, found {cuda.Device.count()} (exit 0)")

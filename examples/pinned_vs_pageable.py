@@ -13,6 +13,7 @@ Exit status 0 when every copy arrived intact.
 """
 
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,7 +21,7 @@ import barecuda.autoinit  # noqa: F401
 import barecuda.driver as cuda
 
 
-def bandwidth(copy, nbytes, repeats=10):
+def bandwidth(copy: Callable[[], None], nbytes: int, repeats: int = 10) -> float:
     """GB/s of `copy()`, timed on the GPU with events around `repeats` calls."""
     copy()                                   # warm up
     start, stop = cuda.Event(), cuda.Event()
@@ -32,7 +33,7 @@ def bandwidth(copy, nbytes, repeats=10):
     return nbytes * repeats / (start.time_till(stop) * 1e-3) / 1e9
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     mib = int(argv[1]) if len(argv) > 1 else 64
     n = mib * (1 << 20) // 4
     data = np.random.default_rng(6).random(n, dtype=np.float32)

@@ -58,7 +58,7 @@ __global__ void block_sum(float *partial, const float *x, int n)
 """
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 10_000_000
     rng = np.random.default_rng(2)
     x = rng.random(n, dtype=np.float32)

@@ -11,15 +11,17 @@ Exit status 0 when every scan equals its NumPy counterpart (numpy.cumsum, maximu
 """
 
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 from barecuda import gpuarray
 from barecuda.scan import ExclusiveScanKernel, InclusiveScanKernel
 
 
-def check(name, got, want):
+def check(name: str, got: npt.NDArray[Any], want: npt.NDArray[Any]) -> bool:
     if np.array_equal(got, want):
         print(f"  {name:28s} ok   (last element {got[-1]})")
         return True
@@ -28,7 +30,7 @@ def check(name, got, want):
     return False
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 1_000_001
     rng = np.random.default_rng(3)
     # Integers make the sums exact, so GPU and NumPy must agree bit for bit.

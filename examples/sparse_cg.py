@@ -14,15 +14,17 @@ Exit status 0 when the GPU's product and solution agree with NumPy's.
 """
 
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 from barecuda import gpuarray
 from barecuda.sparse import COOMatrix, DiagonalPreconditioner, PacketedSpMV, solve_pkt_with_cg
 
 
-def grid_matrix(m, rng):
+def grid_matrix(m: int, rng: np.random.Generator) -> COOMatrix:
     """COO triples of a shuffled 2-D Laplacian plus a random diagonal (SPD)."""
     n = m * m
     label = rng.permutation(n).reshape(m, m)     # grid point -> row number
@@ -35,13 +37,13 @@ def grid_matrix(m, rng):
     return COOMatrix(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, n))
 
 
-def host_product(a, x):
+def host_product(a: COOMatrix, x: npt.NDArray[Any]) -> npt.NDArray[Any]:
     y = np.zeros(a.shape[0])
     np.add.at(y, a.row, a.data * x[a.col])
     return y
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     m = int(argv[1]) if len(argv) > 1 else 200
     rng = np.random.default_rng(7)
     a = grid_matrix(m, rng)

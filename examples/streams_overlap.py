@@ -15,8 +15,10 @@ Exit status 0 when the results match NumPy.
 """
 
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401
 import barecuda.driver as cuda
@@ -37,13 +39,14 @@ __global__ void relax(float *y, const float *x, int n, int iters)
 """
 
 
-def reference(x):
+def reference(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Closed form of the loop: v_K = t + (x - t) * 0.999**K with t = 2x."""
     x = x.astype(np.float64)
     return 2 * x + (x - 2 * x) * 0.999 ** ITERS
 
 
-def run(relax, streams, host_in, host_out, dev_in, dev_out, chunks):
+def run(relax: cuda.Function, streams: list[cuda.Stream], host_in: npt.NDArray[Any], host_out: npt.NDArray[Any],
+        dev_in: cuda.DeviceAllocation, dev_out: cuda.DeviceAllocation, chunks: int) -> float:
     """Queue upload, kernel and download of every chunk, chunk k on streams[k % len]."""
     step = host_in.size // chunks
     start, stop = cuda.Event(), cuda.Event()
@@ -66,7 +69,7 @@ def run(relax, streams, host_in, host_out, dev_in, dev_out, chunks):
     return start.time_till(stop)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     n_streams = int(argv[1]) if len(argv) > 1 else 4
     chunks = 16
     n = chunks * (1 << 20)                      # 16 Mi floats = 64 MiB each way

@@ -13,8 +13,10 @@ Exit status 0 when the result matches.  Writes no files.
 
 import math
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import barecuda.autoinit  # noqa: F401  (makes a context current)
 from barecuda import driver as drv
@@ -38,7 +40,7 @@ __global__ void rotate(float *out, cudaTextureObject_t tex, int w, int h,
 """
 
 
-def test_image(h, w, seed=7):
+def test_image(h: int, w: int, seed: int = 7) -> npt.NDArray[Any]:
     """A smooth pattern with some noise, values in [0, 1]."""
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
@@ -47,7 +49,7 @@ def test_image(h, w, seed=7):
     return np.clip(img, 0.0, 1.0).astype(np.float32)
 
 
-def bilinear_border(img, u, v):
+def bilinear_border(img: npt.NDArray[Any], u: npt.NDArray[Any], v: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Bilinear sample of img at texel coordinates (u, v) with zeros outside."""
     padded = np.pad(img.astype(np.float64), 1)
     x, y = u - 0.5 + 1.0, v - 0.5 + 1.0  # into the padded image's index space
@@ -55,14 +57,14 @@ def bilinear_border(img, u, v):
     a, b = x - i, y - j
     ph, pw = padded.shape
 
-    def at(jj, ii):
+    def at(jj: npt.NDArray[Any], ii: npt.NDArray[Any]) -> npt.NDArray[Any]:
         return padded[np.clip(jj, 0, ph - 1), np.clip(ii, 0, pw - 1)]
 
     return ((1 - a) * (1 - b) * at(j, i) + a * (1 - b) * at(j, i + 1)
             + (1 - a) * b * at(j + 1, i) + a * b * at(j + 1, i + 1))
 
 
-def reference(img, c, s, inv_scale):
+def reference(img: npt.NDArray[Any], c: float, s: float, inv_scale: float) -> npt.NDArray[Any]:
     h, w = img.shape
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
     dx = (xx + 0.5 - 0.5 * w) * inv_scale
@@ -72,7 +74,7 @@ def reference(img, c, s, inv_scale):
     return bilinear_border(img, u, v)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     angle = float(argv[1]) if len(argv) > 1 else 30.0
     scale = float(argv[2]) if len(argv) > 2 else 1.25
     h, w = 240, 320
