@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc as _abc
 import enum as _enum
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from barecuda import _driver
 from barecuda._driver import *  # noqa: F401,F403  (the public C API)
@@ -27,7 +27,7 @@ from barecuda._driver import (  # noqa: F401  (named for linters and readers)
     get_driver_version,
 )
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from typing import Any
 
     import numpy.typing as _npt
