@@ -4,6 +4,8 @@
 :mod:`barecuda.gpuarray`.
 """
 
+from __future__ import annotations
+
 import builtins as _builtins
 
 import numpy as np

@@ -10,6 +10,8 @@ on the host when they are not known to be good.  The multi_* forms move several
 arrays with one launch per group of up to 16 arrays.
 """
 
+from __future__ import annotations
+
 import operator
 
 import numpy as np

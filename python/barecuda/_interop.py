@@ -9,6 +9,8 @@ the consumer's stream wait for it (an event), as a consumer we ask producers to
 order their work before stream 1.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from barecuda import _driver as _cdrv

@@ -8,6 +8,8 @@ when either part is nonzero.  Operands are GPUArrays of one shape or numbers; a
 0-d GPUArray combines with any shape, as a number would.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from barecuda.tools import dtype_to_ctype

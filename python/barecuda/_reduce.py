@@ -5,6 +5,8 @@ that the reductions of other modules (any/all, subset_*) share; re-exported by
 :mod:`barecuda.gpuarray`.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from barecuda.reduction import ReductionKernel

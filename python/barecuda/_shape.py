@@ -7,6 +7,8 @@ stack) make one new C-contiguous array and copy each input into its slot with th
 strided copy kernel, converting dtypes to the common NumPy result type.
 """
 
+from __future__ import annotations
+
 import operator
 
 import numpy as np

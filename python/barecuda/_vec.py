@@ -26,6 +26,8 @@ equal those of ``longlong``/``ulonglong``, so the registry names those ``long1``
 ``long2`` ... (both C names parse).
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from barecuda.tools import get_or_register_dtype

@@ -9,6 +9,8 @@ float32 in, same out; integers in, float out as NumPy chooses; complex where Num
 supports it, TypeError where it does not).
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from barecuda import gpuarray as _ga

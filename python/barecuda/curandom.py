@@ -25,6 +25,8 @@ loader).  ``curand_kernel.h`` is looked for in the toolkit's include directory
 and in NVIDIA's wheels.
 """
 
+from __future__ import annotations
+
 import enum
 import os
 import sys

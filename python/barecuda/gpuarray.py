@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import builtins as _builtins
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def _norm_shape(shape: Any) -> tuple[int, ...]:
     for s in shape:
         if s < 0:
             raise ValueError(f"negative dimensions are not allowed: {shape}")
-    return shape
+    return shape  # type: ignore[no-any-return]
 
 
 def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
@@ -261,7 +261,7 @@ class GPUArray(_cdrv._ArrayBase):
         if not self.flags.forc:
             raise ValueError("only contiguous arrays can be bound to a texture reference")
         return texref.set_address(self.ptr, self.nbytes, allow_offset=allow_offset) \
-            // self.dtype.itemsize
+            // self.dtype.itemsize  # type: ignore[no-any-return]
 
     def bind_to_texref_ext(self, texref: Any, channels: int = 1, allow_double_hack: bool = False,
                            allow_complex_hack: bool = False, allow_offset: bool = False) -> int:
@@ -389,7 +389,7 @@ class GPUArray(_cdrv._ArrayBase):
         if kwargs:
             raise TypeError(f"get(): unexpected keyword arguments {', '.join(kwargs)}")
         src = self if (self._c or self._f) else self._contiguous(stream)
-        order = "C" if src._c else "F"
+        order: Literal["C", "F"] = "C" if src._c else "F"
         if ary is None:
             if pagelocked and self.size:
                 ary = _drv.pagelocked_empty(self.shape, self.dtype, order=order)
@@ -545,7 +545,7 @@ class GPUArray(_cdrv._ArrayBase):
         if axis is None:
             keep = [k for k, d in enumerate(self.shape) if d != 1]
         else:
-            axes = (axis,) if isinstance(axis, int) else tuple(axis)
+            axes: Any = (axis,) if isinstance(axis, int) else tuple(axis)
             axes = {a % self.ndim if self.ndim else a for a in axes}
             for a in axes:
                 if self.shape[a] != 1:
@@ -576,7 +576,7 @@ class GPUArray(_cdrv._ArrayBase):
         if not isinstance(index, tuple):
             index = (index,)
         if _builtins.any(i is Ellipsis for i in index):
-            k = [n for n, i in enumerate(index) if i is Ellipsis]
+            k: Any = [n for n, i in enumerate(index) if i is Ellipsis]
             if len(k) > 1:
                 raise IndexError("an index can only have a single ellipsis ('...')")
             k = k[0]
@@ -1054,7 +1054,7 @@ def _new_array(shape: tuple[int, ...], dtype: np.dtype[Any], allocator: Any,
     z.base = None
     z.allocator = allocator
     z.strides = _c_strides(shape, dtype.itemsize) if shape else ()
-    z._c = z._f = True if len(shape) < 2 or n == 0 else None
+    z._c = z._f = True if len(shape) < 2 or n == 0 else None  # type: ignore[assignment]
     if z._c is None:
         z._c, z._f = _layout(shape, z.strides, dtype.itemsize)
     if n:
