@@ -254,17 +254,17 @@ class GPUArray(_cdrv._ArrayBase):
         from barecuda.elementwise import BLOCK
         return (BLOCK, 1, 1)
 
-    def bind_to_texref(self, texref: Any, allow_offset: bool = False) -> int:
+    def bind_to_texref(self, texref: Any, allow_offset: bool = False) -> Any:
         """bind_to_texref(texref, allow_offset=False): bind this contiguous array to
         `texref` (a PointerTextureRef of a kernel getter); returns the offset in
         elements (0)."""
         if not self.flags.forc:
             raise ValueError("only contiguous arrays can be bound to a texture reference")
         return texref.set_address(self.ptr, self.nbytes, allow_offset=allow_offset) \
-            // self.dtype.itemsize  # type: ignore[no-any-return]
+            // self.dtype.itemsize
 
     def bind_to_texref_ext(self, texref: Any, channels: int = 1, allow_double_hack: bool = False,
-                           allow_complex_hack: bool = False, allow_offset: bool = False) -> int:
+                           allow_complex_hack: bool = False, allow_offset: bool = False) -> Any:
         """bind_to_texref_ext(texref, channels=1, allow_double_hack=False, allow_complex_hack=False, allow_offset=False)
 
         As bind_to_texref (PyCUDA's signature; the hacks are not needed: the
