@@ -10,6 +10,20 @@ when either part is nonzero.  Operands are GPUArrays of one shape or numbers; a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import SupportsIndex
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
+    _Allocator = Callable[[int], Any]
+    _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
+
 import numpy as np
 
 from barecuda.tools import dtype_to_ctype
@@ -17,7 +31,7 @@ from barecuda._lazy import gpuarray_module as _ga
 
 __all__ = ["any", "all", "logical_and", "logical_or", "logical_not", "where"]
 
-def _truth(expr, dt):
+def _truth(expr: Any, dt: Any) -> str:
     """C expression: the truth of `expr` of dtype dt."""
     if dt.kind == "b":
         return f"(bool)({expr})"
@@ -28,21 +42,21 @@ def _truth(expr, dt):
     return f"(({expr}) != 0)"
 
 
-def _check(name, a):
+def _check(name: Any, a: Any) -> None:
     if not isinstance(a, _ga().GPUArray):
         raise TypeError(f"{name}() takes a GPUArray, not {type(a).__name__}")
     if a.dtype.fields is not None:
         raise TypeError(f"{name}(): struct dtype {a.dtype} has no truth value")
 
 
-def _any_all(which, a, stream, allocator):
+def _any_all(which: Any, a: Any, stream: Any, allocator: Any) -> GPUArray:
     _check(which, a)
     k = _any_all_kernel(which, a.dtype)
     src = a._contiguous(stream)
     return k._run([src.ptr], src.size, None, None, stream, allocator)
 
 
-def _any_all_kernel(which, dt):
+def _any_all_kernel(which: Any, dt: Any) -> Any:
     ga = _ga()
     key = (which, dt)
     k = ga._reductions.get(key)
@@ -55,7 +69,7 @@ def _any_all_kernel(which, dt):
     return k
 
 
-def any(a, stream=None, allocator=None):
+def any(a: GPUArray, stream: Stream | None = None, allocator: _Allocator | None = None) -> GPUArray:
     """any(a, stream=None, allocator=None): whether any element of GPUArray `a` is true.
 
     A 0-d GPUArray of dtype bool (False for an empty array), as ``numpy.any``;
@@ -64,7 +78,7 @@ def any(a, stream=None, allocator=None):
     return _any_all("any", a, stream, allocator)
 
 
-def all(a, stream=None, allocator=None):
+def all(a: GPUArray, stream: Stream | None = None, allocator: _Allocator | None = None) -> GPUArray:
     """all(a, stream=None, allocator=None): whether every element of GPUArray `a` is true.
 
     A 0-d GPUArray of dtype bool (True for an empty array), as ``numpy.all``.
@@ -73,7 +87,7 @@ def all(a, stream=None, allocator=None):
     return _any_all("all", a, stream, allocator)
 
 
-def _operand(name, x):
+def _operand(name: Any, x: Any) -> Any:
     """(kind, value): ("array", GPUArray), ("dev0", 0-d GPUArray) or ("scalar", number)."""
     ga = _ga()
     if isinstance(x, ga.GPUArray):
@@ -87,7 +101,7 @@ def _operand(name, x):
     raise TypeError(f"{name}(): operands must be GPUArrays or numbers, not {type(x).__name__}")
 
 
-def _new_bool(shape, like, allocator, stream):
+def _new_bool(shape: Any, like: Any, allocator: Any, stream: Any) -> GPUArray:
     ga = _ga()
     order = "F" if (like is not None and like._f and not like._c) else "C"
     return ga.GPUArray(shape, np.bool_, allocator=allocator or (like.allocator if like is not None
@@ -95,7 +109,7 @@ def _new_bool(shape, like, allocator, stream):
                        order=order, stream=stream)
 
 
-def _check_out(name, out, shape):
+def _check_out(name: Any, out: Any, shape: Any) -> None:
     ga = _ga()
     if not isinstance(out, ga.GPUArray):
         raise TypeError(f"{name}(): out must be a GPUArray, not {type(out).__name__}")
@@ -105,14 +119,14 @@ def _check_out(name, out, shape):
         raise TypeError(f"{name}(): out must have dtype bool, not {out.dtype}")
 
 
-def _finish(name, tmp, out, stream):
+def _finish(name: Any, tmp: Any, out: Any, stream: Any) -> GPUArray:
     if out is None:
         return tmp
     _ga()._strided_copy(out, tmp, stream)
     return out
 
 
-def _logical(name, cop, x1, x2, out, allocator, stream):
+def _logical(name: Any, cop: Any, x1: Any, x2: Any, out: Any, allocator: Any, stream: Any) -> GPUArray:
     ga = _ga()
     (k1, v1), (k2, v2) = _operand(name, x1), _operand(name, x2)
     if k1 == "scalar" and k2 == "scalar":
@@ -157,25 +171,25 @@ def _logical(name, cop, x1, x2, out, allocator, stream):
     return _finish(name, z, out, stream)
 
 
-def _logical_kernel(cop, params, terms):
+def _logical_kernel(cop: Any, params: Any, terms: Any) -> Any:
     key = ("logical", cop, tuple(params), tuple(terms))
     return _ga()._kernel(key, ", ".join(params), f"z[i] = {terms[0]} {cop} {terms[1]}",
                          "bc_logical_" + ("and" if cop == "&&" else "or"))
 
 
-def _not_kernel(dt):
+def _not_kernel(dt: Any) -> Any:
     return _ga()._kernel(("logical_not", dt), f"bool *z, {dtype_to_ctype(dt)} *x",
                          f"z[i] = !{_truth('x[i]', dt)}", "bc_logical_not")
 
 
-def _where_kernel(cdt, res, params, vals, sig):
+def _where_kernel(cdt: Any, res: Any, params: Any, vals: Any, sig: Any) -> Any:
     zt = dtype_to_ctype(res)
     return _ga()._kernel(("where", cdt, res, sig), ", ".join(params),
                          f"z[i] = {_truth('c[i]', cdt)} ? bc_cast<{zt}>({vals[0]}) "
                          f": bc_cast<{zt}>({vals[1]})", "bc_where")
 
 
-def _layout_like(v, like, stream):
+def _layout_like(v: Any, like: Any, stream: Any) -> GPUArray:
     """v copied into the memory order of `like` (C or F)."""
     ga = _ga()
     order = "F" if (like._f and not like._c) else "C"
@@ -184,7 +198,8 @@ def _layout_like(v, like, stream):
     return t
 
 
-def logical_and(x1, x2, /, out=None, *, allocator=None, stream=None):
+def logical_and(x1: Any, x2: Any, /, out: GPUArray | None = None, *, allocator: _Allocator | None = None,
+                stream: Stream | None = None) -> GPUArray:
     """logical_and(x1, x2, /, out=None, *, allocator=None, stream=None): elementwise ``x1 && x2``.
 
     Operands are GPUArrays of one shape, 0-d GPUArrays or numbers; the result is a
@@ -194,7 +209,8 @@ def logical_and(x1, x2, /, out=None, *, allocator=None, stream=None):
     return _logical("logical_and", "&&", x1, x2, out, allocator, stream)
 
 
-def logical_or(x1, x2, /, out=None, *, allocator=None, stream=None):
+def logical_or(x1: Any, x2: Any, /, out: GPUArray | None = None, *, allocator: _Allocator | None = None,
+               stream: Stream | None = None) -> GPUArray:
     """logical_or(x1, x2, /, out=None, *, allocator=None, stream=None): elementwise ``x1 || x2``.
 
     Arguments, result and errors as ``logical_and``.
@@ -202,7 +218,8 @@ def logical_or(x1, x2, /, out=None, *, allocator=None, stream=None):
     return _logical("logical_or", "||", x1, x2, out, allocator, stream)
 
 
-def logical_not(x, /, out=None, *, allocator=None, stream=None):
+def logical_not(x: Any, /, out: GPUArray | None = None, *, allocator: _Allocator | None = None,
+                stream: Stream | None = None) -> GPUArray:
     """logical_not(x, /, out=None, *, allocator=None, stream=None): elementwise ``!x``.
 
     `x` is a GPUArray or a number (giving a 0-d GPUArray); the result is a bool
@@ -225,7 +242,9 @@ def logical_not(x, /, out=None, *, allocator=None, stream=None):
     return _finish("logical_not", z, out, stream)
 
 
-def where(criterion, then_, else_, out=None, stream=None):
+def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = None,
+          stream: Stream | None = None) -> GPUArray:
+
     """where(criterion, then_, else_, out=None, stream=None): elementwise ``then_ if criterion else else_``.
 
     As ``numpy.where`` for GPUArrays of one shape (0-d GPUArrays and numbers also

@@ -28,6 +28,8 @@ equal those of ``longlong``/``ulonglong``, so the registry names those ``long1``
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from barecuda.tools import get_or_register_dtype
@@ -52,11 +54,11 @@ _BASES = (
     ("double", np.float64, (1, 2, 3, 4)),
 )
 
-VECTOR_TYPES = {}   # CUDA name -> dtype, in definition order
-_ALIGN = {}         # CUDA name -> CUDA's alignment in bytes
+VECTOR_TYPES: dict[str, np.dtype[Any]] = {}   # CUDA name -> dtype, in definition order
+_ALIGN: dict[str, int] = {}         # CUDA name -> CUDA's alignment in bytes
 
 
-def _cuda_align(itemsize, count):
+def _cuda_align(itemsize: Any, count: Any) -> int:
     """CUDA's __align__ of a vector of `count` components of `itemsize` bytes:
     2- and 4-vectors are aligned to their size (capped at 16), 1- and 3-vectors to
     a component."""
@@ -71,14 +73,14 @@ class vec:  # noqa: N801 - PyCUDA's name
 
     __slots__ = ()
 
-    def __init__(self):
+    def __init__(self) -> None:
         raise TypeError("gpuarray.vec is a namespace; use vec.float3, vec.make_float3(...)")
 
 
-def _make_constructor(name, dtype, count):
+def _make_constructor(name: Any, dtype: Any, count: Any) -> Any:
     fields = _FIELDS[:count]
 
-    def make(*args, **kwargs):
+    def make(*args: Any, **kwargs: Any) -> np.ndarray[Any, Any]:
         if kwargs:
             unknown = set(kwargs) - set(fields)
             if unknown:
@@ -100,7 +102,7 @@ def _make_constructor(name, dtype, count):
     return staticmethod(make)
 
 
-def _build():
+def _build() -> None:
     for base, comp, counts in _BASES:
         comp = np.dtype(comp)
         for count in counts:
@@ -114,7 +116,8 @@ def _build():
     vec.types = dict(VECTOR_TYPES)
 
 
-def cuda_alignment(dtype_or_name):
+def cuda_alignment(dtype_or_name: Any) -> int:
+
     """cuda_alignment(dtype_or_name) -> int: the alignment CUDA gives a vector type.
 
     Takes a CUDA name ("float4") or a vec dtype; KeyError for anything else.
