@@ -38,7 +38,7 @@ def _shape_dtype_alloc(shape: Any, dtype: Any, allocator: Any, order: Any = "C",
 def empty(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allocator | None = None,
           order: str = "C", stream: Stream | None = None) -> GPUArray:
     """A new uninitialised GPUArray."""
-    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)  # type: ignore[no-any-return]
 
 
 def zeros(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allocator | None = None,
@@ -100,7 +100,7 @@ def empty_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str |
     given.  order "K" keeps Fortran order for an F-contiguous `other`, else C.
     """
     order, dtype = _like(other, dtype, order)
-    return _ga().GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)
+    return _ga().GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)  # type: ignore[no-any-return]
 
 
 def zeros_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
@@ -173,7 +173,7 @@ def arange(*args: Any, dtype: npt.DTypeLike | None = None, allocator: _Allocator
     n = _builtins.max(0, int(math.ceil((stop - start) / step)))
     a: GPUArray = _ga().GPUArray((n,), dtype, allocator=allocator, stream=stream)
     if n:
-        cd = np.dtype(np.float64) if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float) \
+        cd = np.dtype(np.float64) if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float) \  # type: ignore[union-attr]
             else np.dtype(np.int64)
         k = _arange_kernel(dtype, cd)
         k.launch_flat(n, [a.ptr, cd.type(start), cd.type(step)], stream)

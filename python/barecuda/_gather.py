@@ -245,7 +245,7 @@ def subset_sum(subset: GPUArray, a: GPUArray, dtype: npt.DTypeLike | None = None
     k = _subset_sum_kernel(idx.dtype, a.dtype, acc)
     src = a._contiguous(stream)
     r = k._run([idx.ptr, src.ptr], idx.size, None, None, stream, allocator)
-    return r if acc == res else r.astype(res, stream)
+    return r if acc == res else r.astype(res, stream)  # type: ignore[no-any-return]
 
 
 def _subset_sum_kernel(idt: Any, dt: Any, acc: Any) -> Any:
@@ -266,14 +266,14 @@ def subset_dot(subset: GPUArray, a: GPUArray, b: GPUArray, dtype: npt.DTypeLike 
     """subset_dot(subset, a, b, dtype=None, stream=None): ``sum(a[subset] * b[subset])`` as a 0-d GPUArray."""
     ga = _ga()
     idx = _subset_check("subset_dot", subset, (a, b))
-    return ga.dot(take(a, idx, stream=stream), take(b, idx, stream=stream), dtype, stream)
+    return ga.dot(take(a, idx, stream=stream), take(b, idx, stream=stream), dtype, stream)  # type: ignore[no-any-return]
 
 
 def subset_max(subset: GPUArray, a: GPUArray, stream: Stream | None = None) -> GPUArray:
     """subset_max(subset, a, stream=None): ``max(a.ravel()[subset])`` as a 0-d GPUArray."""
     ga = _ga()
     idx = _subset_check("subset_max", subset, (a,))
-    return ga.max(take(a, idx, stream=stream), stream)
+    return ga.max(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]
 
 
 def subset_min(subset: GPUArray, a: GPUArray, stream: Stream | None = None) -> GPUArray:
@@ -281,4 +281,4 @@ def subset_min(subset: GPUArray, a: GPUArray, stream: Stream | None = None) -> G
     """subset_min(subset, a, stream=None): ``min(a.ravel()[subset])`` as a 0-d GPUArray."""
     ga = _ga()
     idx = _subset_check("subset_min", subset, (a,))
-    return ga.min(take(a, idx, stream=stream), stream)
+    return ga.min(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]

@@ -102,7 +102,7 @@ class _DLPackKeep:
 def _view(ptr: Any, shape: Any, strides: Any, dtype: Any, keep: Any) -> GPUArray:
     ga = _ga()
     dtype = ga._check_dtype(dtype)
-    return ga.GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)
+    return ga.GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)  # type: ignore[no-any-return]
 
 
 def from_dlpack(obj: Any) -> GPUArray:
@@ -111,7 +111,7 @@ def from_dlpack(obj: Any) -> GPUArray:
     array...) or a DLPack capsule.  The producer orders its pending work before our
     default stream (we pass stream=1) and stays alive as long as the view."""
     if isinstance(obj, _ga().GPUArray):
-        return obj
+        return obj  # type: ignore[no-any-return]
     if type(obj).__name__ == "PyCapsule":
         cap, producer = obj, None
     else:
@@ -157,7 +157,7 @@ def _from_cai(obj: Any, cai: Any) -> Any:
             _wait_on(_LEGACY, stream)
     dtype = np.dtype(typestr)
     if cai.get("descr") is not None and len(cai["descr"]) > 1:
-        dtype = np.dtype([tuple(d) for d in cai["descr"]])
+        dtype = np.dtype([tuple(d) for d in cai["descr"]])  # type: ignore[assignment]
     return _view(ptr or 0, shape, None if strides is None else tuple(strides), dtype, obj)
 
 
@@ -185,8 +185,8 @@ def asarray(obj: Any, dtype: npt.DTypeLike | None = None, stream: Stream | None 
     if not isinstance(obj, _ga().GPUArray):
         view = _device_view(obj)
         if view is None:
-            return _ga().to_gpu(np.asarray(obj, dtype=dtype), stream=stream)
+            return _ga().to_gpu(np.asarray(obj, dtype=dtype), stream=stream)  # type: ignore[no-any-return]
         obj = view
     if dtype is not None and np.dtype(dtype) != obj.dtype:
-        return obj.astype(dtype, stream=stream)
-    return obj
+        return obj.astype(dtype, stream=stream)  # type: ignore[no-any-return]
+    return obj  # type: ignore[no-any-return]

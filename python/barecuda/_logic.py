@@ -53,7 +53,7 @@ def _any_all(which: Any, a: Any, stream: Any, allocator: Any) -> GPUArray:
     _check(which, a)
     k = _any_all_kernel(which, a.dtype)
     src = a._contiguous(stream)
-    return k._run([src.ptr], src.size, None, None, stream, allocator)
+    return k._run([src.ptr], src.size, None, None, stream, allocator)  # type: ignore[no-any-return]
 
 
 def _any_all_kernel(which: Any, dt: Any) -> Any:
@@ -104,7 +104,7 @@ def _operand(name: Any, x: Any) -> Any:
 def _new_bool(shape: Any, like: Any, allocator: Any, stream: Any) -> GPUArray:
     ga = _ga()
     order = "F" if (like is not None and like._f and not like._c) else "C"
-    return ga.GPUArray(shape, np.bool_, allocator=allocator or (like.allocator if like is not None
+    return ga.GPUArray(shape, np.bool_, allocator=allocator or (like.allocator if like is not None  # type: ignore[no-any-return]
                                                                  else None),
                        order=order, stream=stream)
 
@@ -121,9 +121,9 @@ def _check_out(name: Any, out: Any, shape: Any) -> None:
 
 def _finish(name: Any, tmp: Any, out: Any, stream: Any) -> GPUArray:
     if out is None:
-        return tmp
+        return tmp  # type: ignore[no-any-return]
     _ga()._strided_copy(out, tmp, stream)
-    return out
+    return out  # type: ignore[no-any-return]
 
 
 def _logical(name: Any, cop: Any, x1: Any, x2: Any, out: Any, allocator: Any, stream: Any) -> GPUArray:
@@ -133,7 +133,7 @@ def _logical(name: Any, cop: Any, x1: Any, x2: Any, out: Any, allocator: Any, st
         r = bool(v1) and bool(v2) if cop == "&&" else bool(v1) or bool(v2)
         res = ga.GPUArray((), np.bool_, allocator=allocator, stream=stream).fill(r, stream)
         if out is None:
-            return res
+            return res  # type: ignore[no-any-return]
         _check_out(name, out, ())
         return _finish(name, res, out, stream)
     arrays = [v for k, v in ((k1, v1), (k2, v2)) if k == "array"]
@@ -195,7 +195,7 @@ def _layout_like(v: Any, like: Any, stream: Any) -> GPUArray:
     order = "F" if (like._f and not like._c) else "C"
     t = ga.GPUArray(v.shape, v.dtype, order=order, stream=stream)
     ga._strided_copy(t, v, stream)
-    return t
+    return t  # type: ignore[no-any-return]
 
 
 def logical_and(x1: Any, x2: Any, /, out: GPUArray | None = None, *, allocator: _Allocator | None = None,
@@ -284,7 +284,7 @@ def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = No
     z = ga.GPUArray(shape, res, allocator=c.allocator, stream=stream,
                     order="F" if (c._f and not c._c) else "C")
     if c.size == 0:
-        return out if out is not None else z
+        return out if out is not None else z  # type: ignore[no-any-return]
     zt = dtype_to_ctype(res)
     params, flat, vals = [f"{zt} *z", f"{dtype_to_ctype(c.dtype)} *c"], [z.ptr, c.ptr], []
     scalars = []
@@ -304,7 +304,7 @@ def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = No
             vals.append(f"v{pos}")
             scalars.append((len(params) - 1, o))
             flat.append(None)
-            sig = ("s",)
+            sig = ("s",)  # type: ignore[assignment]
         ops[pos] = sig
     k = _where_kernel(c.dtype, res, params, vals, tuple(ops))
     for index, value in scalars:
@@ -312,6 +312,6 @@ def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = No
         flat[at:at + 1] = ga._scalar_flat(k, index, value)
     k.launch_flat(c.size, flat, stream)
     if out is None:
-        return z
+        return z  # type: ignore[no-any-return]
     ga._strided_copy(out, z, stream)
-    return out
+    return out  # type: ignore[no-any-return]

@@ -63,8 +63,8 @@ def _cuda_align(itemsize: Any, count: Any) -> int:
     2- and 4-vectors are aligned to their size (capped at 16), 1- and 3-vectors to
     a component."""
     if count in (2, 4):
-        return min(itemsize * count, 16)
-    return itemsize
+        return min(itemsize * count, 16)  # type: ignore[no-any-return]
+    return itemsize  # type: ignore[no-any-return]
 
 
 class vec:  # noqa: N801 - PyCUDA's name
@@ -104,7 +104,7 @@ def _make_constructor(name: Any, dtype: Any, count: Any) -> Any:
 
 def _build() -> None:
     for base, comp, counts in _BASES:
-        comp = np.dtype(comp)
+        comp = np.dtype(comp)  # type: ignore[assignment]
         for count in counts:
             name = f"{base}{count}"
             dtype = np.dtype([(f, comp) for f in _FIELDS[:count]], align=True)
@@ -113,7 +113,7 @@ def _build() -> None:
             _ALIGN[name] = _cuda_align(comp.itemsize, count)
             setattr(vec, name, dtype)
             setattr(vec, "make_" + name, _make_constructor(name, dtype, count))
-    vec.types = dict(VECTOR_TYPES)
+    vec.types = dict(VECTOR_TYPES)  # type: ignore[attr-defined]
 
 
 def cuda_alignment(dtype_or_name: Any) -> int:
