@@ -173,8 +173,9 @@ def arange(*args: Any, dtype: npt.DTypeLike | None = None, allocator: _Allocator
     n = _builtins.max(0, int(math.ceil((stop - start) / step)))
     a: GPUArray = _ga().GPUArray((n,), dtype, allocator=allocator, stream=stream)
     if n:
-        cd = np.dtype(np.float64) if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float) \  # type: ignore[union-attr]
-            else np.dtype(np.int64)
+        cd = (np.dtype(np.float64)
+              if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float)  # type: ignore[union-attr]
+              else np.dtype(np.int64))
         k = _arange_kernel(dtype, cd)
         k.launch_flat(n, [a.ptr, cd.type(start), cd.type(step)], stream)
     return a
