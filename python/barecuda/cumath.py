@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from barecuda.gpuarray import GPUArray
 
     class _UnaryFunc(Protocol):
-        def __call__(self, array: GPUArray, stream_or_out: Stream | GPUArray | None = None, *,
+        def __call__(self, array: GPUArray, stream_or_out: Stream | GPUArray | int | None = None, *,
                      stream: Stream | None = None, out: GPUArray | None = None) -> GPUArray: ...
 
     # made by _make_unary below (a loop over _UNARY), declared here for type checkers
@@ -129,7 +129,7 @@ def _stream_or_out(name: Any, stream_or_out: Any, stream: Any, out: Any) -> tupl
 
 
 def _make_unary(name: str) -> _UnaryFunc:
-    def f(array: GPUArray, stream_or_out: Stream | GPUArray | None = None, *,
+    def f(array: GPUArray, stream_or_out: Stream | GPUArray | int | None = None, *,
           stream: Stream | None = None, out: GPUArray | None = None) -> GPUArray:
         stream, out = _stream_or_out(name, stream_or_out, stream, out)
         if not isinstance(array, _ga.GPUArray):
