@@ -244,8 +244,8 @@ def subset_sum(subset: GPUArray, a: GPUArray, dtype: npt.DTypeLike | None = None
     acc = np.dtype(np.float32) if res == np.float16 else res
     k = _subset_sum_kernel(idx.dtype, a.dtype, acc)
     src = a._contiguous(stream)
-    r = k._run([idx.ptr, src.ptr], idx.size, None, None, stream, allocator)
-    return r if acc == res else r.astype(res, stream)  # type: ignore[no-any-return]
+    r: GPUArray = k._run([idx.ptr, src.ptr], idx.size, None, None, stream, allocator)
+    return r if acc == res else r.astype(res, stream)
 
 
 def _subset_sum_kernel(idt: Any, dt: Any, acc: Any) -> Any:

@@ -53,7 +53,7 @@ def _any_all(which: Any, a: Any, stream: Any, allocator: Any) -> GPUArray:
     _check(which, a)
     k = _any_all_kernel(which, a.dtype)
     src = a._contiguous(stream)
-    return k._run([src.ptr], src.size, None, None, stream, allocator)  # type: ignore[no-any-return]
+    return k._run([src.ptr], src.size, None, None, stream, allocator)  # type: ignore[no-any-return, unused-ignore]
 
 
 def _any_all_kernel(which: Any, dt: Any) -> Any:

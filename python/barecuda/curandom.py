@@ -82,7 +82,7 @@ _RAND_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int
 
 def source() -> str:
     """The CUDA C source of rand()'s generator kernels."""
-    return render("curandom.cu", headers=headers_for([]), block=BLOCK)
+    return render("curandom.cu", headers=headers_for([]), block=BLOCK)  # type: ignore[no-any-return, unused-ignore]
 
 
 def _rand_functions() -> Any:
