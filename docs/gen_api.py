@@ -82,6 +82,10 @@ def own_doc(obj):
     return scrub(inspect.cleandoc(doc))
 
 
+# annotations are strings under `from __future__ import annotations`: shown unquoted
+_QUOTED_ANNOTATION = re.compile(r"(: |-> )'([^']*)'")
+
+
 def signature(obj, name, drop_first=False):
     """'(args)' for obj, from inspect.signature, else from a 'name(args)' first
     docstring line, else '(...)'.  Returns (text, doc_line_used)."""
@@ -93,7 +97,7 @@ def signature(obj, name, drop_first=False):
         params = list(sig.parameters.values())
         if drop_first and params and params[0].name in ("self", "cls", "type"):
             sig = sig.replace(parameters=params[1:])
-        return scrub(str(sig)), False
+        return scrub(_QUOTED_ANNOTATION.sub(r"\1\2", str(sig))), False
     first = own_doc(obj).split("\n", 1)[0].strip()
     if first.startswith(name + "(") and first.endswith(")"):
         return first[len(name):], True
@@ -112,6 +116,7 @@ def class_signature(cls, name):
                 or inspect.isfunction(own.get("__init__"))
                 or isinstance(own.get("__new__"), staticmethod)):
             sig, _ = signature(cls, name)
+            sig = sig.removesuffix(" -> None")   # the constructor's __init__
             return "" if sig == "(...)" else sig
     return ""
 

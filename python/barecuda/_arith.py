@@ -6,20 +6,28 @@ fast paths of ``_ELEMENTWISE``/``_UNARY``), and ``if_positive``, ``maximum``,
 ``minimum``; re-exported by :mod:`barecuda.gpuarray`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
 import numpy as np
 
 from barecuda import _driver as _cdrv
 from barecuda.tools import dtype_to_ctype
 from barecuda._lazy import gpuarray_module as _ga
 
+if TYPE_CHECKING:
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
 __all__ = ["if_positive", "maximum", "minimum"]
 
 # ------------------------------------------------------------------ type resolution
 
-_types = {}
+_types: dict[Any, np.dtype[Any]] = {}
 
 
-def _result_dtype(op, a, b=None):
+def _result_dtype(op: str, a: np.dtype[Any], b: Any = None) -> np.dtype[Any]:
     """NumPy's result dtype of ufunc `op` on an array of a and b (dtype, Python or NumPy
     scalar); raises TypeError (or OverflowError) as NumPy does."""
     key = (op, a, b if isinstance(b, np.dtype) else type(b))
@@ -54,7 +62,7 @@ _BINOPS = {
 _COMPARE = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 
 
-def _binop_expr(op, ct_dt):
+def _binop_expr(op: str, ct_dt: Any) -> str:
     if ct_dt == np.bool_:
         if op == "add":
             return "(a || b)"
@@ -80,7 +88,8 @@ def _binop_expr(op, ct_dt):
     raise TypeError(f"unsupported operation {op}")
 
 
-def _compute_dtype(op, x_dt, y_dt_or_scalar, res):
+def _compute_dtype(op: str, x_dt: np.dtype[Any], y_dt_or_scalar: Any,
+                   res: np.dtype[Any]) -> np.dtype[Any]:
     """The dtype the operation is computed in."""
     if op in _COMPARE:
         if isinstance(y_dt_or_scalar, np.dtype):
@@ -89,7 +98,8 @@ def _compute_dtype(op, x_dt, y_dt_or_scalar, res):
     return res
 
 
-def _binary_kernel(op, xd, yd, scalar, reverse, res, cd):
+def _binary_kernel(op: str, xd: np.dtype[Any], yd: Any, scalar: Any, reverse: bool,
+                   res: np.dtype[Any], cd: np.dtype[Any]) -> Any:
     """Kernel z = op(x, y) (y an array of yd, or a scalar of the compute type cd);
     `scalar` "x0"/"y0": x or y is a 0-d array, its one element used for every i."""
     ga = _ga()
@@ -122,7 +132,9 @@ _PY_SCALARS = (int, float, complex, bool, np.generic)
 _WEAK_SCALARS = (float, int, complex)
 
 
-def _binary(op, x, y, reverse=False, out=None, stream=None):
+def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray | None = None,
+            stream: Stream | None = None) -> GPUArray:
+    z: GPUArray
     if out is None:
         z = _ELEMENTWISE[reverse][op](x, y, stream)   # the C fast path, or None
         if z is not None:
@@ -161,7 +173,7 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
                 raise TypeError(f"cannot combine a GPUArray with a numpy.ndarray in {op}; "
                                 "transfer it with gpuarray.to_gpu first")
         else:
-            return NotImplemented
+            return NotImplemented  # type: ignore[no-any-return]
     res = _result_dtype(op, x.dtype, y)
     cd = _compute_dtype(op, x.dtype, y, res)
     k = _binary_kernel(op, x.dtype, None, True, reverse, res, cd)
@@ -181,7 +193,8 @@ def _binary(op, x, y, reverse=False, out=None, stream=None):
     return _to_out(k, [x.ptr] + s, x, res, out, op, stream)
 
 
-def _binary_0d(op, x, y, out, stream):
+def _binary_0d(op: str, x: GPUArray, y: GPUArray, out: GPUArray | None,
+               stream: Stream | None) -> GPUArray:
     """op(x, y) where one of x, y is 0-d and the other not: the 0-d array acts as a
     scalar kept on the device (its dtype counts in the promotion, as a NumPy 0-d
     array's does)."""
@@ -196,14 +209,14 @@ def _binary_0d(op, x, y, out, stream):
         else:
             y = big
     if out is None:
-        z = _ga()._empty_as(big, res, stream)
+        z: GPUArray = _ga()._empty_as(big, res, stream)
         if big.size:
             k.launch_flat(big.size, [z.ptr, x.ptr, y.ptr], stream)
         return z
     return _to_out(k, [x.ptr, y.ptr], big, res, out, op, stream)
 
 
-def _remember(table, xdt, key, res, k):
+def _remember(table: Any, xdt: np.dtype[Any], key: Any, res: np.dtype[Any], k: Any) -> None:
     """Let the C `table` launch kernel k for these operands from now on (it checks
     that k's context is still current); results of another itemsize than x's
     cannot share x's strides, so those stay on the Python path."""
@@ -211,14 +224,14 @@ def _remember(table, xdt, key, res, k):
         table.put(xdt, key, res, k._hot)
 
 
-class _Tables(dict):
+class _Tables(dict[str, Any]):
     """op name -> its _OpTable, made on first use."""
 
-    def __init__(self, kind, suffix=""):
+    def __init__(self, kind: Literal["elementwise", "unary", "reduce"], suffix: str = "") -> None:
         super().__init__()
         self.kind, self.suffix = kind, suffix
 
-    def __missing__(self, op):
+    def __missing__(self, op: str) -> Any:
         t = self[op] = _cdrv._OpTable(_ga().GPUArray, self.kind, op + self.suffix)
         return t
 
@@ -229,7 +242,8 @@ _ELEMENTWISE = (_Tables("elementwise"), _Tables("elementwise", " (reflected)"))
 _UNARY = _Tables("unary")
 
 
-def _to_out(k, flat, x, res, out, op, stream):
+def _to_out(k: Any, flat: list[Any], x: GPUArray, res: np.dtype[Any], out: GPUArray, op: str,
+            stream: Stream | None) -> GPUArray:
     """Run kernel k writing into `out` (in-place forms and out= arguments)."""
     ga = _ga()
     if not isinstance(out, ga.GPUArray):
@@ -240,17 +254,17 @@ def _to_out(k, flat, x, res, out, op, stream):
         raise TypeError(f"Cannot cast {op} output from dtype('{res}') to dtype('{out.dtype}') "
                         "with casting rule 'same_kind'")
     if x.size == 0:
-        return out
+        return out  # type: ignore[no-any-return]
     if res == out.dtype and out.strides == x.strides and (out._c or out._f):
         k.launch_flat(x.size, [out.ptr] + flat, stream)
-        return out
+        return out  # type: ignore[no-any-return]
     tmp = ga._empty_as(x, res, stream)
     k.launch_flat(x.size, [tmp.ptr] + flat, stream)
     ga._assign(out, tmp, stream)
-    return out
+    return out  # type: ignore[no-any-return]
 
 
-def _unary_expr(op, dt):
+def _unary_expr(op: str, dt: np.dtype[Any]) -> str:
     if op == "negative":
         return "-a"
     if op == "conjugate":
@@ -266,7 +280,7 @@ def _unary_expr(op, dt):
     raise TypeError(op)
 
 
-def _unary_kernel(op, dt):
+def _unary_kernel(op: str, dt: np.dtype[Any]) -> Any:
     ga = _ga()
     key = ("un", op, dt)
     k = ga._kernels.get(key)
@@ -280,7 +294,9 @@ def _unary_kernel(op, dt):
     return k
 
 
-def _unary(op, x, out=None, stream=None):
+def _unary(op: str, x: GPUArray, out: GPUArray | None = None,
+           stream: Stream | None = None) -> GPUArray:
+    z: GPUArray
     if out is None:
         z = _UNARY[op](x, stream)
         if z is not None:
@@ -300,7 +316,7 @@ def _unary(op, x, out=None, stream=None):
 
 # ------------------------------------------------------------------ more elementwise (public)
 
-def _if_positive_kernel(cdt, vdt):
+def _if_positive_kernel(cdt: np.dtype[Any], vdt: np.dtype[Any]) -> Any:
     ga = _ga()
     ct, vt = dtype_to_ctype(cdt), dtype_to_ctype(vdt)
     return ga._kernel(("if_positive", cdt, vdt), f"{vt} *z, {ct} *c, {vt} *t, {vt} *e",
@@ -308,7 +324,8 @@ def _if_positive_kernel(cdt, vdt):
                       "bc_if_positive")
 
 
-def if_positive(criterion, then_, else_, out=None, stream=None):
+def if_positive(criterion: GPUArray, then_: GPUArray, else_: GPUArray,
+                out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
     """Elementwise `then_ if criterion > 0 else else_` (arrays of one shape)."""
     ga = _ga()
     for name, a in (("criterion", criterion), ("then_", then_), ("else_", else_)):
@@ -329,17 +346,18 @@ def if_positive(criterion, then_, else_, out=None, stream=None):
         raise ValueError("if_positive(): out has the wrong shape or dtype")
     tmp = ga.GPUArray(c.shape, t.dtype, stream=stream)
     k.launch_flat(c.size, [tmp.ptr, c.ptr, t.ptr, e.ptr], stream)
-    return ga._assign(out, tmp, stream)
+    return ga._assign(out, tmp, stream)  # type: ignore[no-any-return]
 
 
-def maximum(a, b, out=None, stream=None):
+def maximum(a: Any, b: Any, out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
     """Elementwise maximum (NaN propagates, as NumPy)."""
     if not isinstance(a, _ga().GPUArray):
         a, b = b, a
     return _binary("maximum", a, b, out=out, stream=stream)
 
 
-def minimum(a, b, out=None, stream=None):
+def minimum(a: Any, b: Any, out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
+
     """Elementwise minimum (NaN propagates, as NumPy)."""
     if not isinstance(a, _ga().GPUArray):
         a, b = b, a

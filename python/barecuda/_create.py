@@ -4,6 +4,22 @@
 :mod:`barecuda.gpuarray`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import SupportsIndex
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
+    _Allocator = Callable[[int], Any]
+    _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
+
 import builtins as _builtins
 
 import numpy as np
@@ -15,16 +31,18 @@ from barecuda._lazy import gpuarray_module as _ga
 __all__ = ["empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "to_gpu",
            "to_gpu_async", "arange", "is_gpuarray"]
 
-def _shape_dtype_alloc(shape, dtype, allocator, order="C", stream=None):
+def _shape_dtype_alloc(shape: Any, dtype: Any, allocator: Any, order: Any = "C", stream: Any = None) -> Any:
     return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
 
 
-def empty(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+def empty(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allocator | None = None,
+          order: str = "C", stream: Stream | None = None) -> GPUArray:
     """A new uninitialised GPUArray."""
-    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)  # type: ignore[no-any-return]
 
 
-def zeros(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+def zeros(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allocator | None = None,
+          order: str = "C", stream: Stream | None = None) -> GPUArray:
     """zeros(shape, dtype=float64, allocator=None, order="C", stream=None): a new GPUArray of zeros.
 
     `shape` is an int or a tuple of ints, `order` 'C' or 'F'; `allocator` (a callable
@@ -32,7 +50,7 @@ def zeros(shape, dtype=np.float64, allocator=None, order="C", stream=None):
     With `stream` the clearing is queued on it.  Raises ValueError or TypeError for
     a bad shape, dtype or order, as the GPUArray constructor.
     """
-    a = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
         if stream is not None and hasattr(_drv, "memset_d8_async"):
             _drv.memset_d8_async(a.ptr, 0, a.nbytes, stream)
@@ -41,7 +59,8 @@ def zeros(shape, dtype=np.float64, allocator=None, order="C", stream=None):
     return a
 
 
-def ones(shape, dtype=np.float64, allocator=None, order="C", stream=None):
+def ones(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allocator | None = None,
+         order: str = "C", stream: Stream | None = None) -> GPUArray:
     """ones(shape, dtype=float64, allocator=None, order="C", stream=None): a new GPUArray of ones.
 
     Arguments and errors as ``zeros``.
@@ -49,7 +68,8 @@ def ones(shape, dtype=np.float64, allocator=None, order="C", stream=None):
     return full(shape, 1, dtype, allocator, order, stream)
 
 
-def full(shape, fill_value, dtype=None, allocator=None, order="C", stream=None):
+def full(shape: _ShapeLike, fill_value: Any, dtype: npt.DTypeLike | None = None,
+         allocator: _Allocator | None = None, order: str = "C", stream: Stream | None = None) -> GPUArray:
     """full(shape, fill_value, dtype=None, ...): a new GPUArray with every element `fill_value`.
 
     `dtype` defaults to NumPy's type of `fill_value` (``numpy.array(fill_value).dtype``);
@@ -57,11 +77,11 @@ def full(shape, fill_value, dtype=None, allocator=None, order="C", stream=None):
     """
     if dtype is None:
         dtype = np.array(fill_value).dtype
-    a = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
     return a.fill(fill_value, stream)
 
 
-def _like(other, dtype, order):
+def _like(other: Any, dtype: Any, order: Any) -> Any:
     if not isinstance(other, _ga().GPUArray):
         raise TypeError(f"other must be a GPUArray, not {type(other).__name__}")
     dtype = other.dtype if dtype is None else dtype
@@ -72,17 +92,19 @@ def _like(other, dtype, order):
     return order, dtype
 
 
-def empty_like(other, dtype=None, order="K", stream=None):
+def empty_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
+               stream: Stream | None = None) -> GPUArray:
     """empty_like(other, dtype=None, order="K", stream=None): a new uninitialised GPUArray shaped as `other`.
 
     `other` is a GPUArray; its dtype and allocator are reused unless `dtype` is
     given.  order "K" keeps Fortran order for an F-contiguous `other`, else C.
     """
     order, dtype = _like(other, dtype, order)
-    return _ga().GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)
+    return _ga().GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)  # type: ignore[no-any-return]
 
 
-def zeros_like(other, dtype=None, order="K", stream=None):
+def zeros_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
+               stream: Stream | None = None) -> GPUArray:
     """zeros_like(other, dtype=None, order="K", stream=None): a new GPUArray of zeros shaped as `other`.
 
     Arguments as ``empty_like``.
@@ -91,7 +113,8 @@ def zeros_like(other, dtype=None, order="K", stream=None):
     return zeros(other.shape, dtype, other.allocator, order, stream)
 
 
-def ones_like(other, dtype=None, order="K", stream=None):
+def ones_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
+              stream: Stream | None = None) -> GPUArray:
     """ones_like(other, dtype=None, order="K", stream=None): a new GPUArray of ones shaped as `other`.
 
     Arguments as ``empty_like``.
@@ -100,37 +123,38 @@ def ones_like(other, dtype=None, order="K", stream=None):
     return full(other.shape, 1, dtype, other.allocator, order, stream)
 
 
-def to_gpu(ary, allocator=None, stream=None):
+def to_gpu(ary: npt.ArrayLike, allocator: _Allocator | None = None, stream: Stream | None = None) -> GPUArray:
     """A GPUArray holding a copy of the host array `ary`."""
     ary = np.asarray(ary)
     if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
         ary = np.ascontiguousarray(ary)
     order = "C" if ary.flags.c_contiguous else "F"
-    a = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
         _ga()._htod(a.ptr, ary, False, stream)
     return a
 
 
-def to_gpu_async(ary, allocator=None, stream=None):
+def to_gpu_async(ary: npt.ArrayLike, allocator: _Allocator | None = None, stream: Stream | None = None) -> GPUArray:
     """As to_gpu, the copy queued on `stream` (page-locked `ary` makes it truly async)."""
     ary = np.asarray(ary)
     if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
         ary = np.ascontiguousarray(ary)
     order = "C" if ary.flags.c_contiguous else "F"
-    a = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
         _drv.memcpy_htod_async(a.ptr, ary, stream)
     return a
 
 
-def _arange_kernel(dtype, cd):
+def _arange_kernel(dtype: Any, cd: Any) -> Any:
     ct, cc = dtype_to_ctype(dtype), dtype_to_ctype(cd)
     return _ga()._kernel(("arange", dtype, cd), f"{ct} *z, {cc} start, {cc} step",
                          f"z[i] = bc_cast<{ct}>(start + ({cc})i * step)", "bc_arange")
 
 
-def arange(*args, dtype=None, allocator=None, stream=None):
+def arange(*args: Any, dtype: npt.DTypeLike | None = None, allocator: _Allocator | None = None,
+           stream: Stream | None = None) -> GPUArray:
     """As numpy.arange: arange([start,] stop[, step], dtype=None)."""
     if not 1 <= len(args) <= 3:
         raise TypeError(f"arange() takes 1 to 3 positional arguments, {len(args)} given")
@@ -147,15 +171,16 @@ def arange(*args, dtype=None, allocator=None, stream=None):
     dtype = _ga()._check_dtype(dtype)
     import math
     n = _builtins.max(0, int(math.ceil((stop - start) / step)))
-    a = _ga().GPUArray((n,), dtype, allocator=allocator, stream=stream)
+    a: GPUArray = _ga().GPUArray((n,), dtype, allocator=allocator, stream=stream)
     if n:
-        cd = np.dtype(np.float64) if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float) \
-            else np.dtype(np.int64)
+        cd = (np.dtype(np.float64)
+              if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float)  # type: ignore[union-attr]
+              else np.dtype(np.int64))
         k = _arange_kernel(dtype, cd)
         k.launch_flat(n, [a.ptr, cd.type(start), cd.type(step)], stream)
     return a
 
 
-def is_gpuarray(obj):
+def is_gpuarray(obj: object) -> bool:
     """True when `obj` is a GPUArray (views included), else False."""
     return isinstance(obj, _ga().GPUArray)

@@ -10,6 +10,22 @@ on the host when they are not known to be good.  The multi_* forms move several
 arrays with one launch per group of up to 16 arrays.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import SupportsIndex
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
+    _Allocator = Callable[[int], Any]
+    _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
+
 import operator
 
 import numpy as np
@@ -22,7 +38,7 @@ __all__ = ["take", "multi_take", "multi_put", "multi_take_put", "subset_sum", "s
 
 _CHUNK = 16   # arrays per launch of the multi_* kernels
 
-def _indices(name, what, idx, one_d=True):
+def _indices(name: Any, what: Any, idx: Any, one_d: Any = True) -> Any:
     ga = _ga()
     if not isinstance(idx, ga.GPUArray):
         raise TypeError(f"{name}(): {what} must be a GPUArray of integers, not {type(idx).__name__}")
@@ -33,7 +49,7 @@ def _indices(name, what, idx, one_d=True):
     return idx._contiguous()
 
 
-def _same_dtype(name, arrays, what="arrays"):
+def _same_dtype(name: Any, arrays: Any, what: Any = "arrays") -> Any:
     ga = _ga()
     for a in arrays:
         if not isinstance(a, ga.GPUArray):
@@ -44,7 +60,7 @@ def _same_dtype(name, arrays, what="arrays"):
     return arrays[0].dtype
 
 
-def take(a, indices, out=None, stream=None):
+def take(a: GPUArray, indices: GPUArray, out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
     """take(a, indices, out=None, stream=None): ``a.ravel()[indices]`` for an integer index GPUArray.
 
     The result has the shape of `indices` and the dtype of `a` (or is `out`, a
@@ -65,13 +81,13 @@ def take(a, indices, out=None, stream=None):
     return out
 
 
-def _take_kernel(dt, idt):
+def _take_kernel(dt: Any, idt: Any) -> Any:
     vt, it = dtype_to_ctype(dt), dtype_to_ctype(idt)
     return _ga()._kernel(("take", dt, idt), f"{vt} *z, {vt} *a, {it} *idx", "z[i] = a[idx[i]]",
                          "bc_take")
 
 
-def _outs(name, arrays, out, shape, dtype):
+def _outs(name: Any, arrays: Any, out: Any, shape: Any, dtype: Any) -> Any:
     ga = _ga()
     if out is None:
         if shape is None:
@@ -88,12 +104,12 @@ def _outs(name, arrays, out, shape, dtype):
     return out
 
 
-def _chunks(n):
+def _chunks(n: Any) -> Any:
     for start in range(0, n, _CHUNK):
         yield start, min(start + _CHUNK, n)
 
 
-def _multi_kernel(kind, dtype, idt, count, with_offsets=False):
+def _multi_kernel(kind: Any, dtype: Any, idt: Any, count: Any, with_offsets: Any = False) -> Any:
     ga = _ga()
     vt, it = dtype_to_ctype(dtype), dtype_to_ctype(idt)
     params = []
@@ -114,12 +130,13 @@ def _multi_kernel(kind, dtype, idt, count, with_offsets=False):
     return ga._kernel(key, ", ".join(params), "\n".join(body), f"bc_multi_{kind}")
 
 
-def _sources(name, arrays, stream):
+def _sources(name: Any, arrays: Any, stream: Any) -> Any:
     arrays = list(arrays)
     return [a._contiguous(stream) for a in arrays]
 
 
-def multi_take(arrays, indices, out=None, stream=None):
+def multi_take(arrays: Sequence[GPUArray], indices: GPUArray, out: list[GPUArray] | None = None,
+               stream: Stream | None = None) -> list[GPUArray]:
     """multi_take(arrays, indices, out=None, stream=None): ``[a.ravel()[indices] for a in arrays]``.
 
     `arrays` share one dtype; `indices` is a 1-d integer GPUArray.  Returns a list of
@@ -143,7 +160,8 @@ def multi_take(arrays, indices, out=None, stream=None):
     return out
 
 
-def multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None):
+def multi_put(arrays: Sequence[GPUArray], dest_indices: GPUArray, dest_shape: _ShapeLike | None = None,
+              out: list[GPUArray] | None = None, stream: Stream | None = None) -> list[GPUArray]:
     """multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None): scatter each array.
 
     ``out[j].ravel()[dest_indices[i]] = arrays[j].ravel()[i]`` for every i below
@@ -169,8 +187,9 @@ def multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None):
     return out
 
 
-def multi_take_put(arrays, dest_indices, src_indices, dest_shape=None, out=None, stream=None,
-                   src_offsets=None):
+def multi_take_put(arrays: Sequence[GPUArray], dest_indices: GPUArray, src_indices: GPUArray,
+                   dest_shape: _ShapeLike | None = None, out: list[GPUArray] | None = None,
+                   stream: Stream | None = None, src_offsets: Sequence[int] | None = None) -> list[GPUArray]:
     """multi_take_put(arrays, dest_indices, src_indices, dest_shape=None, out=None, stream=None, src_offsets=None)
 
     ``out[j].ravel()[dest_indices[i]] = arrays[j].ravel()[src_indices[i] + src_offsets[j]]``
@@ -203,7 +222,7 @@ def multi_take_put(arrays, dest_indices, src_indices, dest_shape=None, out=None,
     return out
 
 
-def _subset_check(name, subset, arrays):
+def _subset_check(name: Any, subset: Any, arrays: Any) -> Any:
     ga = _ga()
     for x in arrays:
         if not isinstance(x, ga.GPUArray):
@@ -211,7 +230,8 @@ def _subset_check(name, subset, arrays):
     return _indices(name, "subset", subset, one_d=False)
 
 
-def subset_sum(subset, a, dtype=None, stream=None, allocator=None):
+def subset_sum(subset: GPUArray, a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None = None,
+               allocator: _Allocator | None = None) -> GPUArray:
     """subset_sum(subset, a, dtype=None, stream=None, allocator=None): ``sum(a.ravel()[subset])``.
 
     A 0-d GPUArray, in `dtype` or NumPy's accumulator dtype (as ``gpuarray.sum``),
@@ -224,11 +244,11 @@ def subset_sum(subset, a, dtype=None, stream=None, allocator=None):
     acc = np.dtype(np.float32) if res == np.float16 else res
     k = _subset_sum_kernel(idx.dtype, a.dtype, acc)
     src = a._contiguous(stream)
-    r = k._run([idx.ptr, src.ptr], idx.size, None, None, stream, allocator)
+    r: GPUArray = k._run([idx.ptr, src.ptr], idx.size, None, None, stream, allocator)
     return r if acc == res else r.astype(res, stream)
 
 
-def _subset_sum_kernel(idt, dt, acc):
+def _subset_sum_kernel(idt: Any, dt: Any, acc: Any) -> Any:
     ga = _ga()
     key = ("subset_sum", idt, dt, acc)
     k = ga._reductions.get(key)
@@ -241,22 +261,24 @@ def _subset_sum_kernel(idt, dt, acc):
     return k
 
 
-def subset_dot(subset, a, b, dtype=None, stream=None):
+def subset_dot(subset: GPUArray, a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None = None,
+               stream: Stream | None = None) -> GPUArray:
     """subset_dot(subset, a, b, dtype=None, stream=None): ``sum(a[subset] * b[subset])`` as a 0-d GPUArray."""
     ga = _ga()
     idx = _subset_check("subset_dot", subset, (a, b))
-    return ga.dot(take(a, idx, stream=stream), take(b, idx, stream=stream), dtype, stream)
+    return ga.dot(take(a, idx, stream=stream), take(b, idx, stream=stream), dtype, stream)  # type: ignore[no-any-return]
 
 
-def subset_max(subset, a, stream=None):
+def subset_max(subset: GPUArray, a: GPUArray, stream: Stream | None = None) -> GPUArray:
     """subset_max(subset, a, stream=None): ``max(a.ravel()[subset])`` as a 0-d GPUArray."""
     ga = _ga()
     idx = _subset_check("subset_max", subset, (a,))
-    return ga.max(take(a, idx, stream=stream), stream)
+    return ga.max(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]
 
 
-def subset_min(subset, a, stream=None):
+def subset_min(subset: GPUArray, a: GPUArray, stream: Stream | None = None) -> GPUArray:
+
     """subset_min(subset, a, stream=None): ``min(a.ravel()[subset])`` as a 0-d GPUArray."""
     ga = _ga()
     idx = _subset_check("subset_min", subset, (a,))
-    return ga.min(take(a, idx, stream=stream), stream)
+    return ga.min(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]

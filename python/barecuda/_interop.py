@@ -9,6 +9,22 @@ the consumer's stream wait for it (an event), as a consumer we ask producers to
 order their work before stream 1.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import SupportsIndex
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
+    _Allocator = Callable[[int], Any]
+    _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
+
 import numpy as np
 
 from barecuda import _driver as _cdrv
@@ -22,18 +38,18 @@ _DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 _LEGACY = 1
 
 
-def _device_ordinal():
+def _device_ordinal() -> int:
     return _drv.Context.get_device().handle
 
 
-def _wait_on(waiter, producer):
+def _wait_on(waiter: Any, producer: Any) -> None:
     """Make stream `waiter` (an int handle) wait for work queued so far on `producer`."""
     ev = _drv.Event(_drv.event_flags.DISABLE_TIMING)
     ev.record(_drv.Stream.from_handle(producer))
     _drv.Stream.from_handle(waiter).wait_for_event(ev)
 
 
-def settle_default_stream():
+def settle_default_stream() -> None:
     """Wait until the legacy default stream of the current context is idle (a query
     when it already is)."""
     legacy = _drv.Stream.from_handle(_LEGACY)
@@ -41,7 +57,7 @@ def settle_default_stream():
         legacy.synchronize()
 
 
-def _to_dlpack(a, stream, max_version, dl_device, copy):
+def _to_dlpack(a: Any, stream: Any, max_version: Any, dl_device: Any, copy: Any) -> Any:
     dev = (_DL_CUDA, _device_ordinal())
     if dl_device is not None and tuple(dl_device) != dev:
         raise BufferError(f"__dlpack__: this GPUArray lives on device {dev} (kDLCUDA=2); "
@@ -76,25 +92,26 @@ class _DLPackKeep:
     """Keeps a consumed DLPack tensor (its deleter runs when this dies) and its producer."""
     __slots__ = ("capsule", "producer", "read_only")
 
-    def __init__(self, capsule, producer, read_only):
+    def __init__(self, capsule: Any, producer: Any, read_only: bool) -> None:
+
         self.capsule = capsule
         self.producer = producer
         self.read_only = read_only
 
 
-def _view(ptr, shape, strides, dtype, keep):
+def _view(ptr: Any, shape: Any, strides: Any, dtype: Any, keep: Any) -> GPUArray:
     ga = _ga()
     dtype = ga._check_dtype(dtype)
-    return ga.GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)
+    return ga.GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)  # type: ignore[no-any-return]
 
 
-def from_dlpack(obj):
+def from_dlpack(obj: Any) -> GPUArray:
     """A GPUArray viewing the device memory of `obj` (no copy): anything with
     __dlpack__/__dlpack_device__ on a CUDA device (a CuPy array, a torch tensor, a JAX
     array...) or a DLPack capsule.  The producer orders its pending work before our
     default stream (we pass stream=1) and stays alive as long as the view."""
     if isinstance(obj, _ga().GPUArray):
-        return obj
+        return obj  # type: ignore[no-any-return]
     if type(obj).__name__ == "PyCapsule":
         cap, producer = obj, None
     else:
@@ -119,7 +136,7 @@ def from_dlpack(obj):
     return _view(ptr, shape, strides, typestr, _DLPackKeep(keep, producer, ro))
 
 
-def _from_cai(obj, cai):
+def _from_cai(obj: Any, cai: Any) -> Any:
     if not isinstance(cai, dict):
         raise TypeError(f"__cuda_array_interface__ of {type(obj).__name__} is not a dict")
     if cai.get("mask") is not None:
@@ -140,11 +157,11 @@ def _from_cai(obj, cai):
             _wait_on(_LEGACY, stream)
     dtype = np.dtype(typestr)
     if cai.get("descr") is not None and len(cai["descr"]) > 1:
-        dtype = np.dtype([tuple(d) for d in cai["descr"]])
+        dtype = np.dtype([tuple(d) for d in cai["descr"]])  # type: ignore[assignment]
     return _view(ptr or 0, shape, None if strides is None else tuple(strides), dtype, obj)
 
 
-def _device_view(obj):
+def _device_view(obj: Any) -> Any:
     """A zero-copy GPUArray view of another library's device array, or None when `obj`
     exports neither __cuda_array_interface__ nor DLPack on a CUDA device."""
     if isinstance(obj, np.ndarray):
@@ -160,7 +177,7 @@ def _device_view(obj):
     return None
 
 
-def asarray(obj, dtype=None, stream=None):
+def asarray(obj: Any, dtype: npt.DTypeLike | None = None, stream: Stream | None = None) -> GPUArray:
     """A GPUArray for `obj`: a GPUArray itself (cast with astype if `dtype` differs),
     a zero-copy view of an object exporting __cuda_array_interface__ (v2/v3, whose
     `stream` our default stream waits for) or DLPack on a CUDA device, else a copy of
@@ -168,8 +185,8 @@ def asarray(obj, dtype=None, stream=None):
     if not isinstance(obj, _ga().GPUArray):
         view = _device_view(obj)
         if view is None:
-            return _ga().to_gpu(np.asarray(obj, dtype=dtype), stream=stream)
+            return _ga().to_gpu(np.asarray(obj, dtype=dtype), stream=stream)  # type: ignore[no-any-return]
         obj = view
     if dtype is not None and np.dtype(dtype) != obj.dtype:
-        return obj.astype(dtype, stream=stream)
-    return obj
+        return obj.astype(dtype, stream=stream)  # type: ignore[no-any-return]
+    return obj  # type: ignore[no-any-return]

@@ -8,6 +8,22 @@ when either part is nonzero.  Operands are GPUArrays of one shape or numbers; a
 0-d GPUArray combines with any shape, as a number would.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import SupportsIndex
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
+    _Allocator = Callable[[int], Any]
+    _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
+
 import numpy as np
 
 from barecuda.tools import dtype_to_ctype
@@ -15,7 +31,7 @@ from barecuda._lazy import gpuarray_module as _ga
 
 __all__ = ["any", "all", "logical_and", "logical_or", "logical_not", "where"]
 
-def _truth(expr, dt):
+def _truth(expr: Any, dt: Any) -> str:
     """C expression: the truth of `expr` of dtype dt."""
     if dt.kind == "b":
         return f"(bool)({expr})"
@@ -26,21 +42,21 @@ def _truth(expr, dt):
     return f"(({expr}) != 0)"
 
 
-def _check(name, a):
+def _check(name: Any, a: Any) -> None:
     if not isinstance(a, _ga().GPUArray):
         raise TypeError(f"{name}() takes a GPUArray, not {type(a).__name__}")
     if a.dtype.fields is not None:
         raise TypeError(f"{name}(): struct dtype {a.dtype} has no truth value")
 
 
-def _any_all(which, a, stream, allocator):
+def _any_all(which: Any, a: Any, stream: Any, allocator: Any) -> GPUArray:
     _check(which, a)
     k = _any_all_kernel(which, a.dtype)
     src = a._contiguous(stream)
-    return k._run([src.ptr], src.size, None, None, stream, allocator)
+    return k._run([src.ptr], src.size, None, None, stream, allocator)  # type: ignore[no-any-return, unused-ignore]
 
 
-def _any_all_kernel(which, dt):
+def _any_all_kernel(which: Any, dt: Any) -> Any:
     ga = _ga()
     key = (which, dt)
     k = ga._reductions.get(key)
@@ -53,7 +69,7 @@ def _any_all_kernel(which, dt):
     return k
 
 
-def any(a, stream=None, allocator=None):
+def any(a: GPUArray, stream: Stream | None = None, allocator: _Allocator | None = None) -> GPUArray:
     """any(a, stream=None, allocator=None): whether any element of GPUArray `a` is true.
 
     A 0-d GPUArray of dtype bool (False for an empty array), as ``numpy.any``;
@@ -62,7 +78,7 @@ def any(a, stream=None, allocator=None):
     return _any_all("any", a, stream, allocator)
 
 
-def all(a, stream=None, allocator=None):
+def all(a: GPUArray, stream: Stream | None = None, allocator: _Allocator | None = None) -> GPUArray:
     """all(a, stream=None, allocator=None): whether every element of GPUArray `a` is true.
 
     A 0-d GPUArray of dtype bool (True for an empty array), as ``numpy.all``.
@@ -71,7 +87,7 @@ def all(a, stream=None, allocator=None):
     return _any_all("all", a, stream, allocator)
 
 
-def _operand(name, x):
+def _operand(name: Any, x: Any) -> Any:
     """(kind, value): ("array", GPUArray), ("dev0", 0-d GPUArray) or ("scalar", number)."""
     ga = _ga()
     if isinstance(x, ga.GPUArray):
@@ -85,15 +101,15 @@ def _operand(name, x):
     raise TypeError(f"{name}(): operands must be GPUArrays or numbers, not {type(x).__name__}")
 
 
-def _new_bool(shape, like, allocator, stream):
+def _new_bool(shape: Any, like: Any, allocator: Any, stream: Any) -> GPUArray:
     ga = _ga()
     order = "F" if (like is not None and like._f and not like._c) else "C"
-    return ga.GPUArray(shape, np.bool_, allocator=allocator or (like.allocator if like is not None
+    return ga.GPUArray(shape, np.bool_, allocator=allocator or (like.allocator if like is not None  # type: ignore[no-any-return]
                                                                  else None),
                        order=order, stream=stream)
 
 
-def _check_out(name, out, shape):
+def _check_out(name: Any, out: Any, shape: Any) -> None:
     ga = _ga()
     if not isinstance(out, ga.GPUArray):
         raise TypeError(f"{name}(): out must be a GPUArray, not {type(out).__name__}")
@@ -103,21 +119,21 @@ def _check_out(name, out, shape):
         raise TypeError(f"{name}(): out must have dtype bool, not {out.dtype}")
 
 
-def _finish(name, tmp, out, stream):
+def _finish(name: Any, tmp: Any, out: Any, stream: Any) -> GPUArray:
     if out is None:
-        return tmp
+        return tmp  # type: ignore[no-any-return]
     _ga()._strided_copy(out, tmp, stream)
-    return out
+    return out  # type: ignore[no-any-return]
 
 
-def _logical(name, cop, x1, x2, out, allocator, stream):
+def _logical(name: Any, cop: Any, x1: Any, x2: Any, out: Any, allocator: Any, stream: Any) -> GPUArray:
     ga = _ga()
     (k1, v1), (k2, v2) = _operand(name, x1), _operand(name, x2)
     if k1 == "scalar" and k2 == "scalar":
         r = bool(v1) and bool(v2) if cop == "&&" else bool(v1) or bool(v2)
         res = ga.GPUArray((), np.bool_, allocator=allocator, stream=stream).fill(r, stream)
         if out is None:
-            return res
+            return res  # type: ignore[no-any-return]
         _check_out(name, out, ())
         return _finish(name, res, out, stream)
     arrays = [v for k, v in ((k1, v1), (k2, v2)) if k == "array"]
@@ -155,34 +171,35 @@ def _logical(name, cop, x1, x2, out, allocator, stream):
     return _finish(name, z, out, stream)
 
 
-def _logical_kernel(cop, params, terms):
+def _logical_kernel(cop: Any, params: Any, terms: Any) -> Any:
     key = ("logical", cop, tuple(params), tuple(terms))
     return _ga()._kernel(key, ", ".join(params), f"z[i] = {terms[0]} {cop} {terms[1]}",
                          "bc_logical_" + ("and" if cop == "&&" else "or"))
 
 
-def _not_kernel(dt):
+def _not_kernel(dt: Any) -> Any:
     return _ga()._kernel(("logical_not", dt), f"bool *z, {dtype_to_ctype(dt)} *x",
                          f"z[i] = !{_truth('x[i]', dt)}", "bc_logical_not")
 
 
-def _where_kernel(cdt, res, params, vals, sig):
+def _where_kernel(cdt: Any, res: Any, params: Any, vals: Any, sig: Any) -> Any:
     zt = dtype_to_ctype(res)
     return _ga()._kernel(("where", cdt, res, sig), ", ".join(params),
                          f"z[i] = {_truth('c[i]', cdt)} ? bc_cast<{zt}>({vals[0]}) "
                          f": bc_cast<{zt}>({vals[1]})", "bc_where")
 
 
-def _layout_like(v, like, stream):
+def _layout_like(v: Any, like: Any, stream: Any) -> GPUArray:
     """v copied into the memory order of `like` (C or F)."""
     ga = _ga()
     order = "F" if (like._f and not like._c) else "C"
     t = ga.GPUArray(v.shape, v.dtype, order=order, stream=stream)
     ga._strided_copy(t, v, stream)
-    return t
+    return t  # type: ignore[no-any-return]
 
 
-def logical_and(x1, x2, /, out=None, *, allocator=None, stream=None):
+def logical_and(x1: Any, x2: Any, /, out: GPUArray | None = None, *, allocator: _Allocator | None = None,
+                stream: Stream | None = None) -> GPUArray:
     """logical_and(x1, x2, /, out=None, *, allocator=None, stream=None): elementwise ``x1 && x2``.
 
     Operands are GPUArrays of one shape, 0-d GPUArrays or numbers; the result is a
@@ -192,7 +209,8 @@ def logical_and(x1, x2, /, out=None, *, allocator=None, stream=None):
     return _logical("logical_and", "&&", x1, x2, out, allocator, stream)
 
 
-def logical_or(x1, x2, /, out=None, *, allocator=None, stream=None):
+def logical_or(x1: Any, x2: Any, /, out: GPUArray | None = None, *, allocator: _Allocator | None = None,
+               stream: Stream | None = None) -> GPUArray:
     """logical_or(x1, x2, /, out=None, *, allocator=None, stream=None): elementwise ``x1 || x2``.
 
     Arguments, result and errors as ``logical_and``.
@@ -200,7 +218,8 @@ def logical_or(x1, x2, /, out=None, *, allocator=None, stream=None):
     return _logical("logical_or", "||", x1, x2, out, allocator, stream)
 
 
-def logical_not(x, /, out=None, *, allocator=None, stream=None):
+def logical_not(x: Any, /, out: GPUArray | None = None, *, allocator: _Allocator | None = None,
+                stream: Stream | None = None) -> GPUArray:
     """logical_not(x, /, out=None, *, allocator=None, stream=None): elementwise ``!x``.
 
     `x` is a GPUArray or a number (giving a 0-d GPUArray); the result is a bool
@@ -223,7 +242,9 @@ def logical_not(x, /, out=None, *, allocator=None, stream=None):
     return _finish("logical_not", z, out, stream)
 
 
-def where(criterion, then_, else_, out=None, stream=None):
+def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = None,
+          stream: Stream | None = None) -> GPUArray:
+
     """where(criterion, then_, else_, out=None, stream=None): elementwise ``then_ if criterion else else_``.
 
     As ``numpy.where`` for GPUArrays of one shape (0-d GPUArrays and numbers also
@@ -263,7 +284,7 @@ def where(criterion, then_, else_, out=None, stream=None):
     z = ga.GPUArray(shape, res, allocator=c.allocator, stream=stream,
                     order="F" if (c._f and not c._c) else "C")
     if c.size == 0:
-        return out if out is not None else z
+        return out if out is not None else z  # type: ignore[no-any-return]
     zt = dtype_to_ctype(res)
     params, flat, vals = [f"{zt} *z", f"{dtype_to_ctype(c.dtype)} *c"], [z.ptr, c.ptr], []
     scalars = []
@@ -283,7 +304,7 @@ def where(criterion, then_, else_, out=None, stream=None):
             vals.append(f"v{pos}")
             scalars.append((len(params) - 1, o))
             flat.append(None)
-            sig = ("s",)
+            sig = ("s",)  # type: ignore[assignment]
         ops[pos] = sig
     k = _where_kernel(c.dtype, res, params, vals, tuple(ops))
     for index, value in scalars:
@@ -291,6 +312,6 @@ def where(criterion, then_, else_, out=None, stream=None):
         flat[at:at + 1] = ga._scalar_flat(k, index, value)
     k.launch_flat(c.size, flat, stream)
     if out is None:
-        return z
+        return z  # type: ignore[no-any-return]
     ga._strided_copy(out, z, stream)
-    return out
+    return out  # type: ignore[no-any-return]

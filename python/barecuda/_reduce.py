@@ -5,41 +5,53 @@ that the reductions of other modules (any/all, subset_*) share; re-exported by
 :mod:`barecuda.gpuarray`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from barecuda.reduction import ReductionKernel
 from barecuda.tools import dtype_to_ctype
 from barecuda._lazy import gpuarray_module as _ga
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
 __all__ = ["sum", "max", "min", "mean", "dot", "vdot"]
 
-_reductions = {}
+_reductions: dict[Any, Any] = {}
 
 
-def _reduction(key, make):
+def _reduction(key: Any, make: Callable[[], Any]) -> Any:
     k = _reductions.get(key)
     if k is None:
         k = _reductions[key] = make()
     return k
 
 
-_sum_dtypes = {}
+_sum_dtypes: dict[np.dtype[Any], np.dtype[Any]] = {}
 
 
-def _sum_dtype(dt):
+def _sum_dtype(dt: np.dtype[Any]) -> np.dtype[Any]:
     r = _sum_dtypes.get(dt)
     if r is None:
         r = _sum_dtypes[dt] = np.add.reduce(np.zeros(1, dt)).dtype
     return r
 
 
-def _sum_kernel(dt, acc):
+def _sum_kernel(dt: np.dtype[Any], acc: np.dtype[Any]) -> Any:
     return _reduction(("sum", dt, acc), lambda: ReductionKernel(
         acc, "0", "a + b" if acc != np.bool_ else "a || b", f"bc_cast<{dtype_to_ctype(acc)}>(x[i])",
         f"{dtype_to_ctype(dt)} *x", name="bc_sum"))
 
 
-def _minmax_kernel(which, dt):
+def _minmax_kernel(which: str, dt: np.dtype[Any]) -> Any:
     acc = np.dtype(np.float32) if dt == np.float16 else dt
     ct = dtype_to_ctype(acc)
     cmp = ">=" if which == "max" else "<="
@@ -48,7 +60,7 @@ def _minmax_kernel(which, dt):
         f"bc_cast<{ct}>(x[i])", f"{dtype_to_ctype(dt)} *x", name=f"bc_{which}"))
 
 
-def _dot_kernel(adt, bdt, acc, conj_a):
+def _dot_kernel(adt: np.dtype[Any], bdt: np.dtype[Any], acc: np.dtype[Any], conj_a: bool) -> Any:
     ct = dtype_to_ctype(acc)
     xa = f"bc_cast<{ct}>(x[i])"
     if conj_a and adt.kind == "c":
@@ -61,36 +73,37 @@ def _dot_kernel(adt, bdt, acc, conj_a):
         acc, "0", red, mp, f"{dtype_to_ctype(adt)} *x, {dtype_to_ctype(bdt)} *y", name="bc_dot"))
 
 
-def sum(a, dtype=None, stream=None, allocator=None):
+def sum(a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None = None,
+        allocator: Callable[[int], Any] | None = None) -> GPUArray:
     """The sum of all elements as a 0-d GPUArray (NumPy's accumulator dtype)."""
     ga = _ga()
     if not isinstance(a, ga.GPUArray):
         raise TypeError(f"sum() takes a GPUArray, not {type(a).__name__}")
     if dtype is None and allocator is None:
-        z = ga._SUMS(a, stream)   # the C fast path, or None
+        z: GPUArray | None = ga._SUMS(a, stream)   # the C fast path, or None
         if z is not None:
             return z
     if dtype is None:
         k = _plain_sums.get(a.dtype)
         if k is not None and (a._c or a._f):   # the common case, no conversions
-            z = k._run([a.ptr], a.size, None, None, stream, allocator)
+            z1: GPUArray = k._run([a.ptr], a.size, None, None, stream, allocator)
             if a.size:
                 ga._SUMS.put(a.dtype, None, k.dtype_out, k._hot)
-            return z
+            return z1
     res = _sum_dtype(a.dtype) if dtype is None else np.dtype(dtype)
     acc = np.dtype(np.float32) if res == np.float16 else res
     src = a._contiguous(stream)
     k = _sum_kernel(a.dtype, acc)
     if dtype is None and acc == res:
         _plain_sums[a.dtype] = k
-    r = k._run([src.ptr], src.size, None, None, stream, allocator)
+    r: GPUArray = k._run([src.ptr], src.size, None, None, stream, allocator)
     return r if acc == res else r.astype(res, stream)
 
 
-_plain_sums = {}   # input dtype -> its sum kernel when the result needs no cast
+_plain_sums: dict[np.dtype[Any], Any] = {}   # input dtype -> its sum kernel when the result needs no cast
 
 
-def _minmax(which, a, stream):
+def _minmax(which: str, a: GPUArray, stream: Stream | None) -> GPUArray:
     if not isinstance(a, _ga().GPUArray):
         raise TypeError(f"{which}() takes a GPUArray, not {type(a).__name__}")
     if a.size == 0:
@@ -100,11 +113,11 @@ def _minmax(which, a, stream):
     acc = np.dtype(np.float32) if dt == np.float16 else dt
     src = a._contiguous(stream)
     k = _minmax_kernel(which, dt)
-    r = k._run([src.ptr], src.size, None, None, stream, None)
+    r: GPUArray = k._run([src.ptr], src.size, None, None, stream, None)
     return r if acc == dt else r.astype(dt, stream)
 
 
-def _extreme(dt, which):
+def _extreme(dt: np.dtype[Any], which: str) -> str:
     """C expression of the identity of max (the lowest value) or min (the highest)."""
     low = which == "max"
     if dt.kind == "b":
@@ -125,17 +138,17 @@ def _extreme(dt, which):
     return inf
 
 
-def max(a, stream=None):
+def max(a: GPUArray, stream: Stream | None = None) -> GPUArray:
     """The largest element as a 0-d GPUArray (NaN if any, as NumPy)."""
     return _minmax("max", a, stream)
 
 
-def min(a, stream=None):
+def min(a: GPUArray, stream: Stream | None = None) -> GPUArray:
     """The smallest element as a 0-d GPUArray (NaN if any, as NumPy)."""
     return _minmax("min", a, stream)
 
 
-def mean(a, dtype=None, stream=None):
+def mean(a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None = None) -> GPUArray:
     """The mean as a 0-d GPUArray (NumPy's dtype: float64 for integers)."""
     if dtype is None:
         dtype = np.mean(np.zeros(1, a.dtype)).dtype
@@ -145,7 +158,8 @@ def mean(a, dtype=None, stream=None):
     return r if r.dtype == dtype else r.astype(dtype, stream)
 
 
-def _dot(a, b, dtype, stream, conj_a):
+def _dot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None, stream: Stream | None,
+         conj_a: bool) -> GPUArray:
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, _ga().GPUArray):
             raise TypeError(f"dot(): {name} must be a GPUArray, not {type(x).__name__}")
@@ -158,15 +172,18 @@ def _dot(a, b, dtype, stream, conj_a):
     x = a._contiguous(stream)
     y = b._contiguous(stream)
     k = _dot_kernel(a.dtype, b.dtype, acc, conj_a)
-    r = k._run([x.ptr, y.ptr], x.size, None, None, stream, None)
+    r: GPUArray = k._run([x.ptr, y.ptr], x.size, None, None, stream, None)
     return r if acc == res else r.astype(res, stream)
 
 
-def dot(a, b, dtype=None, stream=None):
+def dot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None = None,
+        stream: Stream | None = None) -> GPUArray:
     """sum(a * b) as a 0-d GPUArray (no conjugation)."""
     return _dot(a, b, dtype, stream, False)
 
 
-def vdot(a, b, dtype=None, stream=None):
+def vdot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None = None,
+         stream: Stream | None = None) -> GPUArray:
+
     """sum(conj(a) * b) as a 0-d GPUArray."""
     return _dot(a, b, dtype, stream, True)

@@ -7,14 +7,25 @@ stack) make one new C-contiguous array and copy each input into its slot with th
 strided copy kernel, converting dtypes to the common NumPy result type.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import operator
 
 import numpy as np
 from barecuda._lazy import gpuarray_module as _ga
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import SupportsIndex
+
+    from barecuda._driver import Device, Stream
+    from barecuda.gpuarray import GPUArray
+
 __all__ = ["concatenate", "stack", "transpose", "reshape", "splay"]
 
-def _check_arrays(name, arrays):
+def _check_arrays(name: str, arrays: Iterable[GPUArray]) -> list[GPUArray]:
     ga = _ga()
     if isinstance(arrays, ga.GPUArray):
         raise TypeError(f"{name}(): arrays must be a sequence of GPUArrays, not one GPUArray")
@@ -31,14 +42,16 @@ def _check_arrays(name, arrays):
     return arrays
 
 
-def _copy_into(dst, src, stream):
+def _copy_into(dst: GPUArray, src: GPUArray, stream: Stream | None) -> None:
     ga = _ga()
     if src.dtype != dst.dtype:
         src = src.astype(dst.dtype, stream=stream)
     ga._strided_copy(dst, src, stream)
 
 
-def concatenate(arrays, axis=0, allocator=None, stream=None):
+def concatenate(arrays: Sequence[GPUArray], axis: SupportsIndex = 0,
+                allocator: Callable[[int], Any] | None = None,
+                stream: Stream | None = None) -> GPUArray:
     """concatenate(arrays, axis=0, allocator=None, stream=None): join GPUArrays along an existing axis.
 
     The arrays must agree in every dimension but `axis` (negative counts from the
@@ -66,7 +79,7 @@ def concatenate(arrays, axis=0, allocator=None, stream=None):
     dtype = np.result_type(*(a.dtype for a in arrays))
     total = sum(a.shape[axis] for a in arrays)
     shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
-    out = _ga().GPUArray(shape, dtype, allocator=allocator or first.allocator, stream=stream)
+    out: GPUArray = _ga().GPUArray(shape, dtype, allocator=allocator or first.allocator, stream=stream)
     pos = 0
     for a in arrays:
         n = a.shape[axis]
@@ -76,7 +89,8 @@ def concatenate(arrays, axis=0, allocator=None, stream=None):
     return out
 
 
-def stack(arrays, axis=0, allocator=None, stream=None):
+def stack(arrays: Sequence[GPUArray], axis: SupportsIndex = 0,
+          allocator: Callable[[int], Any] | None = None, stream: Stream | None = None) -> GPUArray:
     """stack(arrays, axis=0, allocator=None, stream=None): join GPUArrays of one shape along a new axis.
 
     As ``numpy.stack``: `axis` (in ``-(ndim+1) .. ndim``) is where the new axis of
@@ -96,7 +110,7 @@ def stack(arrays, axis=0, allocator=None, stream=None):
     axis %= nd + 1
     dtype = np.result_type(*(a.dtype for a in arrays))
     out_shape = shape[:axis] + (len(arrays),) + shape[axis:]
-    out = _ga().GPUArray(out_shape, dtype, allocator=allocator or arrays[0].allocator,
+    out: GPUArray = _ga().GPUArray(out_shape, dtype, allocator=allocator or arrays[0].allocator,
                          stream=stream)
     if out.size:
         for k, a in enumerate(arrays):
@@ -104,27 +118,28 @@ def stack(arrays, axis=0, allocator=None, stream=None):
     return out
 
 
-def transpose(a, axes=None):
+def transpose(a: GPUArray, axes: Sequence[SupportsIndex] | None = None) -> GPUArray:
     """transpose(a, axes=None): GPUArray `a` with its axes permuted (a view), as ``a.transpose(axes)``."""
     if not isinstance(a, _ga().GPUArray):
         raise TypeError(f"transpose() takes a GPUArray, not {type(a).__name__}")
-    return a.transpose(axes)
+    return a.transpose(axes)  # type: ignore[no-any-return]
 
 
-def reshape(a, *shape, order="C"):
+def reshape(a: GPUArray, *shape: Any, order: str = "C") -> GPUArray:
     """reshape(a, *shape, order="C"): GPUArray `a` with a new shape, as ``a.reshape(*shape, order=order)``.
 
     A view when `a` is contiguous in `order`, else a copy in that order.
     """
     if not isinstance(a, _ga().GPUArray):
         raise TypeError(f"reshape() takes a GPUArray, not {type(a).__name__}")
-    return a.reshape(*shape, order=order)
+    return a.reshape(*shape, order=order)  # type: ignore[no-any-return]
 
 
-_splays = {}
+_splays: dict[Any, tuple[int, int]] = {}
 
 
-def splay(n, dev=None):
+def splay(n: SupportsIndex, dev: Device | None = None) -> tuple[tuple[int, int], tuple[int, int, int]]:
+
     """splay(n, dev=None) -> ((blocks, 1), (threads, 1, 1)): a launch covering n items.
 
     PyCUDA's helper for hand-written grid-stride kernels: one warp per block for

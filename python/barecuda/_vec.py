@@ -26,6 +26,10 @@ equal those of ``longlong``/``ulonglong``, so the registry names those ``long1``
 ``long2`` ... (both C names parse).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from barecuda.tools import get_or_register_dtype
@@ -50,17 +54,17 @@ _BASES = (
     ("double", np.float64, (1, 2, 3, 4)),
 )
 
-VECTOR_TYPES = {}   # CUDA name -> dtype, in definition order
-_ALIGN = {}         # CUDA name -> CUDA's alignment in bytes
+VECTOR_TYPES: dict[str, np.dtype[Any]] = {}   # CUDA name -> dtype, in definition order
+_ALIGN: dict[str, int] = {}         # CUDA name -> CUDA's alignment in bytes
 
 
-def _cuda_align(itemsize, count):
+def _cuda_align(itemsize: Any, count: Any) -> int:
     """CUDA's __align__ of a vector of `count` components of `itemsize` bytes:
     2- and 4-vectors are aligned to their size (capped at 16), 1- and 3-vectors to
     a component."""
     if count in (2, 4):
-        return min(itemsize * count, 16)
-    return itemsize
+        return min(itemsize * count, 16)  # type: ignore[no-any-return]
+    return itemsize  # type: ignore[no-any-return]
 
 
 class vec:  # noqa: N801 - PyCUDA's name
@@ -69,14 +73,14 @@ class vec:  # noqa: N801 - PyCUDA's name
 
     __slots__ = ()
 
-    def __init__(self):
+    def __init__(self) -> None:
         raise TypeError("gpuarray.vec is a namespace; use vec.float3, vec.make_float3(...)")
 
 
-def _make_constructor(name, dtype, count):
+def _make_constructor(name: Any, dtype: Any, count: Any) -> Any:
     fields = _FIELDS[:count]
 
-    def make(*args, **kwargs):
+    def make(*args: Any, **kwargs: Any) -> np.ndarray[Any, Any]:
         if kwargs:
             unknown = set(kwargs) - set(fields)
             if unknown:
@@ -98,9 +102,9 @@ def _make_constructor(name, dtype, count):
     return staticmethod(make)
 
 
-def _build():
+def _build() -> None:
     for base, comp, counts in _BASES:
-        comp = np.dtype(comp)
+        comp = np.dtype(comp)  # type: ignore[assignment]
         for count in counts:
             name = f"{base}{count}"
             dtype = np.dtype([(f, comp) for f in _FIELDS[:count]], align=True)
@@ -109,10 +113,11 @@ def _build():
             _ALIGN[name] = _cuda_align(comp.itemsize, count)
             setattr(vec, name, dtype)
             setattr(vec, "make_" + name, _make_constructor(name, dtype, count))
-    vec.types = dict(VECTOR_TYPES)
+    vec.types = dict(VECTOR_TYPES)  # type: ignore[attr-defined]
 
 
-def cuda_alignment(dtype_or_name):
+def cuda_alignment(dtype_or_name: Any) -> int:
+
     """cuda_alignment(dtype_or_name) -> int: the alignment CUDA gives a vector type.
 
     Takes a CUDA name ("float4") or a vec dtype; KeyError for anything else.

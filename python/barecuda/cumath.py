@@ -9,10 +9,42 @@ float32 in, same out; integers in, float out as NumPy chooses; complex where Num
 supports it, TypeError where it does not).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from barecuda import gpuarray as _ga
 from barecuda.tools import dtype_to_ctype
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from barecuda._driver import Stream
+    from barecuda.gpuarray import GPUArray
+
+    class _UnaryFunc(Protocol):
+        def __call__(self, array: GPUArray, stream_or_out: Stream | GPUArray | int | None = None, *,
+                     stream: Stream | None = None, out: GPUArray | None = None) -> GPUArray: ...
+
+    # made by _make_unary below (a loop over _UNARY), declared here for type checkers
+    fabs: _UnaryFunc
+    ceil: _UnaryFunc
+    floor: _UnaryFunc
+    exp: _UnaryFunc
+    log: _UnaryFunc
+    log10: _UnaryFunc
+    sqrt: _UnaryFunc
+    sin: _UnaryFunc
+    cos: _UnaryFunc
+    tan: _UnaryFunc
+    asin: _UnaryFunc
+    acos: _UnaryFunc
+    atan: _UnaryFunc
+    sinh: _UnaryFunc
+    cosh: _UnaryFunc
+    tanh: _UnaryFunc
 
 __all__ = ["fabs", "ceil", "floor", "exp", "log", "log10", "sqrt", "sin", "cos", "tan", "asin",
            "acos", "atan", "sinh", "cosh", "tanh", "fmod", "frexp", "ldexp", "modf"]
@@ -23,17 +55,17 @@ _UNARY = {"fabs": "fabs", "ceil": "ceil", "floor": "floor", "exp": "exp", "log":
           "asin": "arcsin", "acos": "arccos", "atan": "arctan", "sinh": "sinh", "cosh": "cosh",
           "tanh": "tanh"}
 _COMPLEX_OK = {"exp", "log", "log10", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh"}
-_kernels = {}
+_kernels: dict[Any, Any] = {}
 
 
-def _out_dtype(ufunc, dt, *more):
+def _out_dtype(ufunc: Any, dt: Any, *more: Any) -> np.dtype[Any]:
     try:
-        return getattr(np, ufunc)(np.empty(0, dt), *[np.empty(0, m) for m in more]).dtype
+        return getattr(np, ufunc)(np.empty(0, dt), *[np.empty(0, m) for m in more]).dtype  # type: ignore[no-any-return]
     except TypeError as exc:
         raise TypeError(f"{ufunc} is not supported for {dt}: {exc}") from None
 
 
-def _func_kernel(name, dt):
+def _func_kernel(name: Any, dt: Any) -> Any:
     key = (name, dt)
     k = _kernels.get(key)
     if k is None:
@@ -46,14 +78,15 @@ def _func_kernel(name, dt):
         else:
             ct = "float" if res.itemsize <= 4 else "double"
             expr = f"{name}{'f' if ct == 'float' else ''}(a)"
-        k = _kernels[key] = _ga.ElementwiseKernel(
+        k = _kernels[key] = _ga.ElementwiseKernel(  # type: ignore[attr-defined]
             f"{dtype_to_ctype(res)} *z, {dtype_to_ctype(dt)} *x",
             f"const {ct} a = bc_cast<{ct}>(x[i]); z[i] = bc_cast<{dtype_to_ctype(res)}>({expr})",
             f"bc_cumath_{name}")
     return k
 
 
-def _prepare(name, arrays, out, out_dtype, stream):
+def _prepare(name: str, arrays: list[GPUArray], out: GPUArray | None, out_dtype: np.dtype[Any],
+             stream: Stream | None) -> tuple[list[GPUArray], GPUArray, GPUArray | None]:
     for a in arrays:
         if not isinstance(a, _ga.GPUArray):
             raise TypeError(f"cumath.{name} takes GPUArrays, not {type(a).__name__}")
@@ -75,14 +108,14 @@ def _prepare(name, arrays, out, out_dtype, stream):
     return srcs, _ga.GPUArray(first.shape, out_dtype, stream=stream), out
 
 
-def _finish(tmp, final, stream):
+def _finish(tmp: GPUArray, final: GPUArray | None, stream: Stream | None) -> GPUArray:
     if final is not None:
         _ga._strided_copy(final, tmp, stream)
         return final
     return tmp
 
 
-def _stream_or_out(name, stream_or_out, stream, out):
+def _stream_or_out(name: Any, stream_or_out: Any, stream: Any, out: Any) -> tuple[Any, Any]:
     """Split PyCUDA's positional `stream_or_out` into (stream, out)."""
     if stream_or_out is None:
         return stream, out
@@ -95,8 +128,9 @@ def _stream_or_out(name, stream_or_out, stream, out):
     return stream_or_out, out
 
 
-def _make_unary(name):
-    def f(array, stream_or_out=None, *, stream=None, out=None):
+def _make_unary(name: str) -> _UnaryFunc:
+    def f(array: GPUArray, stream_or_out: Stream | GPUArray | int | None = None, *,
+          stream: Stream | None = None, out: GPUArray | None = None) -> GPUArray:
         stream, out = _stream_or_out(name, stream_or_out, stream, out)
         if not isinstance(array, _ga.GPUArray):
             raise TypeError(f"cumath.{name} takes a GPUArray, not {type(array).__name__}")
@@ -119,12 +153,13 @@ for _n in _UNARY:
 del _n
 
 
-def _real_only(name, dt):
+def _real_only(name: Any, dt: Any) -> None:
     if dt.kind == "c":
         raise TypeError(f"cumath.{name} does not support complex arrays")
 
 
-def fmod(arg, mod, stream=None, out=None):
+def fmod(arg: GPUArray, mod: Any, stream: Stream | None = None,
+         out: GPUArray | None = None) -> GPUArray:
     """fmod(arg, mod, stream=None, out=None): elementwise C fmod (sign of arg), as numpy.fmod;
     mod is a GPUArray of arg's shape or a number."""
     if not isinstance(arg, _ga.GPUArray):
@@ -150,7 +185,7 @@ def fmod(arg, mod, stream=None, out=None):
     if k is None:
         mdecl = f"{dtype_to_ctype(mdt)} {'m' if scalar else '*m'}"
         mv = "m" if scalar else "m[i]"
-        k = _kernels[key] = _ga.ElementwiseKernel(
+        k = _kernels[key] = _ga.ElementwiseKernel(  # type: ignore[attr-defined]
             f"{dtype_to_ctype(res)} *z, {dtype_to_ctype(arg.dtype)} *x, {mdecl}",
             f"const {ct} a = bc_cast<{ct}>(x[i]); const {ct} b = bc_cast<{ct}>({mv}); "
             f"z[i] = bc_cast<{dtype_to_ctype(res)}>({expr})", "bc_cumath_fmod")
@@ -163,14 +198,14 @@ def fmod(arg, mod, stream=None, out=None):
     return _finish(z, final, stream)
 
 
-def _float_dtype(name, dt):
+def _float_dtype(name: Any, dt: Any) -> np.dtype[Any]:
     _real_only(name, dt)
     if dt.kind != "f":
         return _out_dtype("modf", dt)
-    return dt
+    return dt  # type: ignore[no-any-return]
 
 
-def frexp(arg, stream=None):
+def frexp(arg: GPUArray, stream: Stream | None = None) -> tuple[GPUArray, GPUArray]:
     """frexp(arg, stream=None) -> (significands, exponents): arg = s * 2**e, 0.5 <= |s| < 1,
     exponents as int32 (numpy.frexp)."""
     if not isinstance(arg, _ga.GPUArray):
@@ -180,7 +215,7 @@ def frexp(arg, stream=None):
     key = ("frexp", arg.dtype)
     k = _kernels.get(key)
     if k is None:
-        k = _kernels[key] = _ga.ElementwiseKernel(
+        k = _kernels[key] = _ga.ElementwiseKernel(  # type: ignore[attr-defined]
             f"{dtype_to_ctype(res)} *z, int *e, {dtype_to_ctype(arg.dtype)} *x",
             f"int ex = 0; const {ct} a = bc_cast<{ct}>(x[i]); const {ct} s = frexp(a, &ex); "
             f"z[i] = bc_cast<{dtype_to_ctype(res)}>(s); e[i] = (isinf(a) || isnan(a)) ? 0 : ex",
@@ -191,7 +226,8 @@ def frexp(arg, stream=None):
     return z, e
 
 
-def ldexp(significand, exponent, stream=None, out=None):
+def ldexp(significand: GPUArray, exponent: Any, stream: Stream | None = None,
+          out: GPUArray | None = None) -> GPUArray:
     """ldexp(significand, exponent, stream=None, out=None): significand * 2**exponent.
 
     `exponent` is a GPUArray of the same shape or a number; floating exponents are
@@ -218,7 +254,7 @@ def ldexp(significand, exponent, stream=None, out=None):
     if k is None:
         edecl = "int e" if scalar else f"{dtype_to_ctype(edt)} *e"
         ev = "e" if scalar else "e[i]"
-        k = _kernels[key] = _ga.ElementwiseKernel(
+        k = _kernels[key] = _ga.ElementwiseKernel(  # type: ignore[attr-defined]
             f"{dtype_to_ctype(res)} *z, {dtype_to_ctype(significand.dtype)} *x, {edecl}",
             (f"const double ed = bc_cast<double>({ev}); "
              "const int ei = ed != ed ? 0 : (ed > 100000.0 ? 100000 : (ed < -100000.0 ? -100000 : (int)ed)); "
@@ -235,7 +271,8 @@ def ldexp(significand, exponent, stream=None, out=None):
     return _finish(z, final, stream)
 
 
-def modf(arg, stream=None):
+def modf(arg: GPUArray, stream: Stream | None = None) -> tuple[GPUArray, GPUArray]:
+
     """modf(arg, stream=None) -> (fractional parts, integral parts), both signed as arg."""
     if not isinstance(arg, _ga.GPUArray):
         raise TypeError(f"cumath.modf takes a GPUArray, not {type(arg).__name__}")
@@ -245,7 +282,7 @@ def modf(arg, stream=None):
     k = _kernels.get(key)
     if k is None:
         rt = dtype_to_ctype(res)
-        k = _kernels[key] = _ga.ElementwiseKernel(
+        k = _kernels[key] = _ga.ElementwiseKernel(  # type: ignore[attr-defined]
             f"{rt} *f, {rt} *ipart, {dtype_to_ctype(arg.dtype)} *x",
             f"{ct} ip; const {ct} fp = modf(bc_cast<{ct}>(x[i]), &ip); "
             f"f[i] = bc_cast<{rt}>(fp); ipart[i] = bc_cast<{rt}>(ip)", "bc_cumath_modf")

@@ -25,6 +25,10 @@ loader).  ``curand_kernel.h`` is looked for in the toolkit's include directory
 and in NVIDIA's wheels.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
 import enum
 import os
 import sys
@@ -35,6 +39,17 @@ from barecuda import _driver
 from barecuda import driver as _drv
 from barecuda import gpuarray as _ga
 from barecuda.elementwise import context_cache, device_blocks, headers_for, render, source_module
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import SupportsIndex
+
+    import numpy.typing as npt
+
+    from barecuda._driver import DeviceAllocation, Stream
+    from barecuda.gpuarray import GPUArray
+
+    _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
 
 __all__ = ["rand", "get_curand_version", "direction_vector_set", "generate_direction_vectors",
            "generate_scramble_constants32", "generate_scramble_constants64",
@@ -48,14 +63,14 @@ class _DtypeNotSupported(TypeError, NotImplementedError):
     """A dtype a generator does not produce (a TypeError, and PyCUDA's NotImplementedError)."""
 
 
-def _shape_of(shape):
+def _shape_of(shape: Any) -> tuple[int, ...]:
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     for s in shape:
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
             raise TypeError(f"shape must hold ints, got {shape!r}")
         if s < 0:
             raise ValueError(f"negative dimension in shape {shape!r}")
-    return shape
+    return shape  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ rand()
@@ -65,12 +80,12 @@ _RAND_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int
                np.dtype(np.uint32): 4}
 
 
-def source():
+def source() -> str:
     """The CUDA C source of rand()'s generator kernels."""
-    return render("curandom.cu", headers=headers_for([]), block=BLOCK)
+    return render("curandom.cu", headers=headers_for([]), block=BLOCK)  # type: ignore[no-any-return, unused-ignore]
 
 
-def _rand_functions():
+def _rand_functions() -> Any:
     cache = context_cache()
     ent = cache.get("__xorwow__")
     if ent is None:
@@ -83,7 +98,7 @@ def _rand_functions():
     return ent[0], ent[1]
 
 
-def _rand_state():
+def _rand_state() -> Any:
     """(state array, state count) of rand()'s generator in the current context."""
     sm = device_blocks()[0]
     cache = context_cache()
@@ -98,7 +113,7 @@ def _rand_state():
     return ent
 
 
-def rand(shape, dtype=np.float32, stream=None):
+def rand(shape: _ShapeLike, dtype: npt.DTypeLike = np.float32, stream: Stream | None = None) -> GPUArray:
     """rand(shape, dtype=float32, stream=None): a new GPUArray of random numbers.
 
     float16, float32 and float64 are uniform in [0, 1); int32 and uint32 hold
@@ -134,7 +149,7 @@ class direction_vector_set(enum.IntEnum):
     SCRAMBLED_VECTOR_64 = 104
 
 
-def get_curand_version():
+def get_curand_version() -> tuple[int, int, int] | None:
     """get_curand_version(): libcurand's version as (major, minor, patch), PyCUDA's
     way (10400 -> (10, 40, 0)); None when no libcurand is found
     (``_driver._curand_info()`` then says where it was looked for)."""
@@ -145,7 +160,7 @@ def get_curand_version():
     return (v // 1000, (v % 1000) // 10, v % 10)
 
 
-def _count(count):
+def _count(count: Any) -> int:
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
         raise TypeError(f"count must be an int, not {type(count).__name__}")
     if count < 0:
@@ -153,7 +168,7 @@ def _count(count):
     return int(count)
 
 
-def generate_direction_vectors(count, direction=None):
+def generate_direction_vectors(count: int, direction: int | None = None) -> GPUArray:
     """generate_direction_vectors(count, direction=None): Sobol direction vectors of
     `count` dimensions as a GPUArray: (count, 32) uint32 for the 32-bit sets
     (default ``direction_vector_set.VECTOR_32``), (count, 64) uint64 for the 64-bit
@@ -163,25 +178,25 @@ def generate_direction_vectors(count, direction=None):
     return _ga.to_gpu(_driver._curand_direction_vectors(int(direction), _count(count)))
 
 
-def generate_scramble_constants32(count):
+def generate_scramble_constants32(count: int) -> GPUArray:
     """generate_scramble_constants32(count): libcurand's scrambled Sobol constants for
     `count` dimensions, a uint32 GPUArray (constant i % 20000 for dimension i)."""
     return _ga.to_gpu(_driver._curand_scramble_constants(32, _count(count)))
 
 
-def generate_scramble_constants64(count):
+def generate_scramble_constants64(count: int) -> GPUArray:
     """generate_scramble_constants64(count): as generate_scramble_constants32, uint64."""
     return _ga.to_gpu(_driver._curand_scramble_constants(64, _count(count)))
 
 
-def seed_getter_uniform(n):
+def seed_getter_uniform(n: int) -> GPUArray:
     """seed_getter_uniform(n): an int32 GPUArray of `n` copies of one random seed (the
     generators then differ by their subsequence only, as curand advises)."""
     return _ga.GPUArray((_count(n),), np.int32).fill(int.from_bytes(os.urandom(4), "little")
                                                     & 0x7FFFFFFF)
 
 
-def seed_getter_unique(n):
+def seed_getter_unique(n: int) -> GPUArray:
     """seed_getter_unique(n): an int32 GPUArray of `n` independent random seeds."""
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
     return _ga.to_gpu(rng.integers(0, 2**31 - 1, _count(n), dtype=np.int32))
@@ -189,7 +204,7 @@ def seed_getter_unique(n):
 
 # ------------------------------------------------------------ curand_kernel.h
 
-def _find_curand_headers():
+def _find_curand_headers() -> Any:
     """The include directories that curand_kernel.h needs beyond those compiler.py
     always passes (empty when the toolkit's include directory has it)."""
     from barecuda import compiler
@@ -200,7 +215,7 @@ def _find_curand_headers():
     wheels = [os.path.join(e, "nvidia") for e in sys.path
               if e and os.path.isdir(os.path.join(e, "nvidia"))]
 
-    def find(rel, cands):
+    def find(rel: str, cands: Any) -> Any:
         for d in cands:
             if os.path.isfile(os.path.join(d, rel)):
                 return d
@@ -227,7 +242,7 @@ def _find_curand_headers():
     return extra
 
 
-_CACHE = {}
+_CACHE: dict[str, Any] = {}
 
 # kernel name -> prepare() format
 _FORMATS = {
@@ -240,7 +255,7 @@ _FORMATS = {
 }
 
 
-def _generator_source(cls):
+def _generator_source(cls: Any) -> Any:
     """The CUDA C source of the kernels of generator class `cls`."""
     c = cls._config
     lines = [f"#define BC_STATE {c['state']}", f"#define BC_BITS {cls.generator_bits}",
@@ -252,7 +267,7 @@ def _generator_source(cls):
     return render("curand_generators.cu", config="\n".join(lines))
 
 
-def _kernel_formats(cls):
+def _kernel_formats(cls: Any) -> Any:
     """{kernel name: prepare() format} of generator class `cls`."""
     init, skip = cls._config["init"], "I" if cls._config["skip_t"] == "unsigned int" else "Q"
     out = {n: f for n, f in _FORMATS.items()
@@ -270,12 +285,12 @@ def _kernel_formats(cls):
     return out
 
 
-def _kernel_names(cls):
+def _kernel_names(cls: Any) -> Any:
     """The kernels of generator class `cls`."""
     return list(_kernel_formats(cls))
 
 
-def _load_kernels(cls):
+def _load_kernels(cls: Any) -> Any:
     """(module, {name: prepared Function}, state size, generators per block) of `cls`
     in the current context, compiled once per context (and cached on disk)."""
     from barecuda.compiler import SourceModule
@@ -302,11 +317,11 @@ def _load_kernels(cls):
 class _RandomNumberGeneratorBase:
     """What every curand generator class shares: the kernels, the states, the fills."""
 
-    _config = {}
+    _config: ClassVar[dict[str, Any]] = {}
     generator_bits = 32
     has_box_muller = False
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.module, self.generators, self._state_size, self.generators_per_block = \
             _load_kernels(type(self))
         self.block_count = device_blocks()[0]
@@ -314,24 +329,25 @@ class _RandomNumberGeneratorBase:
         self._state = _drv.mem_alloc(self.generator_count * self._state_size)
 
     @property
-    def generator_count(self):
+    def generator_count(self) -> int:
         """block_count * generators_per_block: the number of curand states."""
-        return self.block_count * self.generators_per_block
+        return self.block_count * self.generators_per_block  # type: ignore[no-any-return]
 
     @property
-    def state(self):
+    def state(self) -> DeviceAllocation:
         """The DeviceAllocation holding the curand states."""
         return self._state
 
-    def _launch(self, name, stream, *args):
+    def _launch(self, name: Any, stream: Any, *args: Any) -> None:
         self.generators[name].prepared_async_call(
             (self.block_count, 1, 1), (self.generators_per_block, 1, 1), stream,
             self._state, *args)
 
     # -- fills
 
-    def _fill(self, data, base, kinds, stream, extra=(), pairs=False, half=True,
-              what="numbers"):
+    def _fill(self, data: GPUArray, base: str, kinds: Any, stream: Stream | None,
+              extra: Any = (), pairs: bool = False, half: bool = True,
+              what: str = "numbers") -> GPUArray:
         """Fill `data` with kernel base + kinds[dtype]; float16 through a float32 temporary,
         non-contiguous arrays through a contiguous one."""
         if not isinstance(data, _ga.GPUArray):
@@ -362,7 +378,7 @@ class _RandomNumberGeneratorBase:
                 np.dtype(np.int32): "int", np.dtype(np.uint32): "int"}
     _NORMAL = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
-    def fill_uniform(self, data, stream=None):
+    def fill_uniform(self, data: GPUArray, stream: Stream | None = None) -> GPUArray:
         """fill_uniform(data, stream=None): fill a GPUArray with uniform numbers: floats in
         (0, 1], 32 random bits for int32/uint32, 64 for int64/uint64 (64-bit
         generators only); float16 is filled from float32 numbers."""
@@ -371,21 +387,24 @@ class _RandomNumberGeneratorBase:
             kinds.update({np.dtype(np.int64): "long", np.dtype(np.uint64): "long"})
         return self._fill(data, "uniform_", kinds, stream, what="uniform numbers")
 
-    def gen_uniform(self, shape, dtype=np.float32, stream=None):
+    def gen_uniform(self, shape: _ShapeLike, dtype: npt.DTypeLike = np.float32,
+                    stream: Stream | None = None) -> GPUArray:
         """gen_uniform(shape, dtype=float32, stream=None): a new GPUArray, as fill_uniform."""
         return self.fill_uniform(_ga.GPUArray(_shape_of(shape), dtype, stream=stream), stream)
 
-    def fill_normal(self, data, stream=None):
+    def fill_normal(self, data: GPUArray, stream: Stream | None = None) -> GPUArray:
         """fill_normal(data, stream=None): fill a float GPUArray with standard normal
         numbers (Box-Muller pairs where the generator has them and the size is even)."""
         return self._fill(data, "normal_", self._NORMAL, stream, pairs=True,
                           what="normal numbers")
 
-    def gen_normal(self, shape, dtype=np.float32, stream=None):
+    def gen_normal(self, shape: _ShapeLike, dtype: npt.DTypeLike = np.float32,
+                   stream: Stream | None = None) -> GPUArray:
         """gen_normal(shape, dtype=float32, stream=None): a new GPUArray, as fill_normal."""
         return self.fill_normal(_ga.GPUArray(_shape_of(shape), dtype, stream=stream), stream)
 
-    def fill_log_normal(self, data, mean, stddev, stream=None):
+    def fill_log_normal(self, data: GPUArray, mean: float, stddev: float,
+                        stream: Stream | None = None) -> GPUArray:
         """fill_log_normal(data, mean, stddev, stream=None): fill a float GPUArray with
         exp(x), x normal of mean `mean` and standard deviation `stddev`."""
         mean, stddev = _real(mean, "mean"), _real(stddev, "stddev")
@@ -394,13 +413,15 @@ class _RandomNumberGeneratorBase:
         return self._fill(data, "normal_log_", self._NORMAL, stream, extra=(mean, stddev),
                           pairs=True, what="log-normal numbers")
 
-    def gen_log_normal(self, shape, dtype, mean, stddev, stream=None):
+    def gen_log_normal(self, shape: _ShapeLike, dtype: npt.DTypeLike, mean: float, stddev: float,
+                       stream: Stream | None = None) -> GPUArray:
         """gen_log_normal(shape, dtype, mean, stddev, stream=None): a new GPUArray, as
         fill_log_normal."""
         return self.fill_log_normal(_ga.GPUArray(_shape_of(shape), dtype, stream=stream),
                                     mean, stddev, stream)
 
-    def fill_poisson(self, data, lambda_value=None, stream=None):
+    def fill_poisson(self, data: GPUArray, lambda_value: Any = None,
+                     stream: Stream | None = None) -> GPUArray:
         """fill_poisson(data, lambda_value=None, stream=None): Poisson numbers.
 
         With `lambda_value`, fill a uint32 GPUArray with draws of that mean.  Without,
@@ -417,7 +438,8 @@ class _RandomNumberGeneratorBase:
         return self._fill(data, "poisson_", {np.dtype(np.uint32): "int"}, stream, extra=(lam,),
                           half=False, what="Poisson numbers")
 
-    def gen_poisson(self, shape, dtype, lambda_value, stream=None):
+    def gen_poisson(self, shape: _ShapeLike, dtype: npt.DTypeLike, lambda_value: Any,
+                    stream: Stream | None = None) -> GPUArray:
         """gen_poisson(shape, dtype, lambda_value, stream=None): a new uint32 GPUArray of
         Poisson numbers of mean `lambda_value`."""
         return self.fill_poisson(_ga.GPUArray(_shape_of(shape), dtype, stream=stream),
@@ -425,7 +447,7 @@ class _RandomNumberGeneratorBase:
 
     # -- skip ahead
 
-    def _skip(self, name, i, stream):
+    def _skip(self, name: Any, i: Any, stream: Any) -> None:
         skip_bits = 32 if self._config["skip_t"] == "unsigned int" else 64
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise TypeError(f"the skip must be an int, not {type(i).__name__}")
@@ -433,7 +455,7 @@ class _RandomNumberGeneratorBase:
             raise ValueError(f"the skip must be in [0, 2**{skip_bits}), got {i}")
         self._launch(name, stream, self.generator_count, int(i))
 
-    def _skip_array(self, name, i, stream):
+    def _skip_array(self, name: Any, i: Any, stream: Any) -> None:
         skip_bits = 32 if self._config["skip_t"] == "unsigned int" else 64
         if not isinstance(i, _ga.GPUArray):
             raise TypeError(f"expected a GPUArray of skips, not {type(i).__name__}")
@@ -445,23 +467,23 @@ class _RandomNumberGeneratorBase:
                              f"elements (one per generator), got shape {i.shape}")
         self._launch(name, stream, self.generator_count, i.ptr)
 
-    def call_skip_ahead(self, i, stream=None):
+    def call_skip_ahead(self, i: int, stream: Stream | None = None) -> None:
         """call_skip_ahead(i, stream=None): every generator skips `i` numbers."""
         self._skip("skip_ahead", i, stream)
 
-    def call_skip_ahead_array(self, i, stream=None):
+    def call_skip_ahead_array(self, i: GPUArray, stream: Stream | None = None) -> None:
         """call_skip_ahead_array(i, stream=None): generator k skips i[k] numbers (`i` a
         GPUArray of generator_count unsigned ints: 32-bit for Sobol32, else 64-bit)."""
         self._skip_array("skip_ahead_array", i, stream)
 
 
-def _real(x, what):
+def _real(x: Any, what: Any) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{what} must be a real number, not {type(x).__name__}")
     return float(x)
 
 
-def _check_table(ary, shape, dtype, what):
+def _check_table(ary: Any, shape: Any, dtype: Any, what: Any) -> None:
     if not (isinstance(ary, _ga.GPUArray) and ary.dtype == dtype and ary.shape == shape
             and ary._c):
         got = (f"{ary.dtype} GPUArray of shape {ary.shape}" if isinstance(ary, _ga.GPUArray)
@@ -473,7 +495,8 @@ def _check_table(ary, shape, dtype, what):
 class _PseudoRandomNumberGeneratorBase(_RandomNumberGeneratorBase):
     has_box_muller = True
 
-    def __init__(self, seed_getter=None, offset=0, seed=None):
+    def __init__(self, seed_getter: Callable[[int], GPUArray] | None = None, offset: int = 0,
+                 seed: int | None = None) -> None:
         super().__init__()
         count = self.generator_count
         if seed is not None:
@@ -498,13 +521,13 @@ class _PseudoRandomNumberGeneratorBase(_RandomNumberGeneratorBase):
             raise ValueError(f"offset must be in [0, 2**64), got {offset}")
         self._launch("prepare", None, count, seeds.ptr, int(offset))
 
-    def call_skip_ahead_sequence(self, i, stream=None):
+    def call_skip_ahead_sequence(self, i: int, stream: Stream | None = None) -> None:
         """call_skip_ahead_sequence(i, stream=None): every generator skips `i`
         sequences (curand's skipahead_sequence: 2**67 numbers each for XORWOW, the
         spacing of its generators; 2**127 for MRG32k3a)."""
         self._skip("skip_ahead_sequence", i, stream)
 
-    def call_skip_ahead_sequence_array(self, i, stream=None):
+    def call_skip_ahead_sequence_array(self, i: GPUArray, stream: Stream | None = None) -> None:
         """call_skip_ahead_sequence_array(i, stream=None): generator k skips i[k]
         sequences (`i` a uint64 GPUArray of generator_count elements)."""
         self._skip_array("skip_ahead_sequence_array", i, stream)
@@ -529,12 +552,12 @@ class MRG32k3aRandomNumberGenerator(_PseudoRandomNumberGeneratorBase):
     _config = {"state": "curandStateMRG32k3a", "skip_t": "unsigned long long", "init": 1,
                "subsequence": True}
 
-    def call_skip_ahead_subsequence(self, i, stream=None):
+    def call_skip_ahead_subsequence(self, i: int, stream: Stream | None = None) -> None:
         """call_skip_ahead_subsequence(i, stream=None): every generator skips `i`
         subsequences (of 2**76 numbers each, the spacing of MRG32k3a's generators)."""
         self._skip("skip_ahead_subsequence", i, stream)
 
-    def call_skip_ahead_subsequence_array(self, i, stream=None):
+    def call_skip_ahead_subsequence_array(self, i: GPUArray, stream: Stream | None = None) -> None:
         """call_skip_ahead_subsequence_array(i, stream=None): generator k skips i[k]
         subsequences (`i` a uint64 GPUArray of generator_count elements)."""
         self._skip_array("skip_ahead_subsequence_array", i, stream)
@@ -544,7 +567,9 @@ class _SobolRandomNumberGeneratorBase(_RandomNumberGeneratorBase):
     _vector_set = direction_vector_set.VECTOR_32
     _scrambled = False
 
-    def __init__(self, dir_vector=None, scramble_vector=None, offset=0):
+    def __init__(self, dir_vector: GPUArray | None = None, scramble_vector: GPUArray | None = None,
+                 offset: int = 0) -> None:
+
         super().__init__()
         count, bits = self.generator_count, self.generator_bits
         dt = np.dtype(np.uint32 if bits == 32 else np.uint64)
@@ -575,7 +600,7 @@ class Sobol32RandomNumberGenerator(_SobolRandomNumberGeneratorBase):
     _config = {"state": "curandStateSobol32", "skip_t": "unsigned int", "init": 2,
                "dirvec": "curandDirectionVectors32_t"}
 
-    def __init__(self, dir_vector=None, offset=0):
+    def __init__(self, dir_vector: GPUArray | None = None, offset: int = 0) -> None:
         super().__init__(dir_vector, None, offset)
 
 
@@ -589,7 +614,7 @@ class Sobol64RandomNumberGenerator(_SobolRandomNumberGeneratorBase):
     _config = {"state": "curandStateSobol64", "skip_t": "unsigned long long", "init": 2,
                "dirvec": "curandDirectionVectors64_t"}
 
-    def __init__(self, dir_vector=None, offset=0):
+    def __init__(self, dir_vector: GPUArray | None = None, offset: int = 0) -> None:
         super().__init__(dir_vector, None, offset)
 
 

@@ -13,8 +13,11 @@ results are contiguous.  Kernels are generated per (operation, dtypes) and cache
 context.
 """
 
+from __future__ import annotations
+
 import builtins as _builtins
 import operator
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -42,6 +45,17 @@ from barecuda._reduce import (_dot_kernel, _minmax_kernel, _reduction,  # noqa: 
 from barecuda._shape import concatenate, reshape, splay, stack, transpose
 from barecuda._vec import vec
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import SupportsIndex
+
+    import numpy.typing as npt
+
+    from barecuda._driver import Stream
+
+    _Allocator = Callable[[int], Any]
+    _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
+
 __all__ = ["GPUArray", "to_gpu", "to_gpu_async", "empty", "zeros", "ones", "full",
            "empty_like", "zeros_like", "ones_like", "arange", "if_positive", "maximum",
            "minimum", "take", "concatenate", "dot", "vdot", "sum", "max", "min", "subset_dot",
@@ -56,7 +70,7 @@ _SUPPORTED = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.in
                                     np.float64, np.complex64, np.complex128)}
 
 
-def _alloc(nbytes, allocator, stream=None):
+def _alloc(nbytes: int, allocator: Any, stream: Stream | None = None) -> Any:
     """nbytes from `allocator`, else from the stream-ordered pool on `stream`
     (small blocks on the default stream are recycled by the context)."""
     if allocator is not None:
@@ -64,7 +78,7 @@ def _alloc(nbytes, allocator, stream=None):
     return _array_alloc(nbytes) if stream is None else _array_alloc(nbytes, stream)
 
 
-def _check_dtype(dtype):
+def _check_dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
     dt = np.dtype(dtype)
     if dt not in _SUPPORTED:
         try:
@@ -74,7 +88,7 @@ def _check_dtype(dtype):
     return dt
 
 
-def _norm_shape(shape):
+def _norm_shape(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, np.ndarray):   # a NumPy integer array (0-d or 1-d) as a shape
         if shape.dtype.kind not in "iu" or shape.ndim > 1:
             raise TypeError(f"a shape array must be 0-d or 1-d of integers, not {shape.ndim}-d "
@@ -90,10 +104,10 @@ def _norm_shape(shape):
     for s in shape:
         if s < 0:
             raise ValueError(f"negative dimensions are not allowed: {shape}")
-    return shape
+    return shape  # type: ignore[no-any-return]
 
 
-def _c_strides(shape, itemsize):
+def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     strides = []
     s = itemsize
     for d in reversed(shape):
@@ -102,7 +116,7 @@ def _c_strides(shape, itemsize):
     return tuple(reversed(strides))
 
 
-def _f_strides(shape, itemsize):
+def _f_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     strides = []
     s = itemsize
     for d in shape:
@@ -111,14 +125,14 @@ def _f_strides(shape, itemsize):
     return tuple(strides)
 
 
-def _prod(shape):
+def _prod(shape: Any) -> int:
     n = 1
     for s in shape:
         n *= s
     return n
 
 
-def _layout(shape, strides, itemsize):
+def _layout(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> tuple[bool, bool]:
     """(c_contiguous, f_contiguous) as NumPy decides (axes of length 1 are free)."""
     if _prod(shape) == 0:
         return True, True
@@ -143,12 +157,12 @@ class ArrayFlags:
     """c_contiguous, f_contiguous and forc (either) of a GPUArray."""
     __slots__ = ("c_contiguous", "f_contiguous", "forc")
 
-    def __init__(self, c, f):
+    def __init__(self, c: bool, f: bool) -> None:
         self.c_contiguous = c
         self.f_contiguous = f
         self.forc = c or f
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"  C_CONTIGUOUS : {self.c_contiguous}\n  F_CONTIGUOUS : {self.f_contiguous}")
 
 
@@ -166,8 +180,9 @@ class GPUArray(_cdrv._ArrayBase):
     __slots__ = ()   # the fields (shape, dtype, size, strides, gpudata, ptr, base,
     # allocator, _c, _f, _mem) live in the C base, so C fast paths can make results
 
-    def __init__(self, shape, dtype, allocator=None, base=None, gpudata=None, strides=None,
-                 order="C", stream=None):
+    def __init__(self, shape: _ShapeLike, dtype: npt.DTypeLike, allocator: _Allocator | None = None,
+                 base: Any = None, gpudata: Any = None, strides: Sequence[int] | None = None,
+                 order: str = "C", stream: Stream | None = None) -> None:
         shape = _norm_shape(shape)
         dtype = _check_dtype(dtype)
         size = _prod(shape)
@@ -204,42 +219,42 @@ class GPUArray(_cdrv._ArrayBase):
     # ----------------------------------------------------------- attributes
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
         return self.dtype.itemsize
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def mem_size(self):
+    def mem_size(self) -> int:
         """Number of elements (PyCUDA's name)."""
         return self.size
 
     @property
-    def flags(self):
+    def flags(self) -> ArrayFlags:
         return ArrayFlags(self._c, self._f)
 
     # --- PyCUDA's launch geometry and texref binding, for programs that launch the
     # --- kernels of elementwise.get_*_kernel themselves (kern helper)
 
     @property
-    def _grid(self):
+    def _grid(self) -> tuple[int, int]:
         """A grid for a grid-stride kernel over this array (PyCUDA's attribute)."""
         from barecuda.elementwise import grid_for
         return (grid_for(self.size), 1)
 
     @property
-    def _block(self):
+    def _block(self) -> tuple[int, int, int]:
         """The block matching ``_grid`` (PyCUDA's attribute)."""
         from barecuda.elementwise import BLOCK
         return (BLOCK, 1, 1)
 
-    def bind_to_texref(self, texref, allow_offset=False):
+    def bind_to_texref(self, texref: Any, allow_offset: bool = False) -> Any:
         """bind_to_texref(texref, allow_offset=False): bind this contiguous array to
         `texref` (a PointerTextureRef of a kernel getter); returns the offset in
         elements (0)."""
@@ -248,8 +263,8 @@ class GPUArray(_cdrv._ArrayBase):
         return texref.set_address(self.ptr, self.nbytes, allow_offset=allow_offset) \
             // self.dtype.itemsize
 
-    def bind_to_texref_ext(self, texref, channels=1, allow_double_hack=False,
-                           allow_complex_hack=False, allow_offset=False):
+    def bind_to_texref_ext(self, texref: Any, channels: int = 1, allow_double_hack: bool = False,
+                           allow_complex_hack: bool = False, allow_offset: bool = False) -> Any:
         """bind_to_texref_ext(texref, channels=1, allow_double_hack=False, allow_complex_hack=False, allow_offset=False)
 
         As bind_to_texref (PyCUDA's signature; the hacks are not needed: the
@@ -261,40 +276,40 @@ class GPUArray(_cdrv._ArrayBase):
         return self.bind_to_texref(texref, allow_offset=allow_offset)
 
     @property
-    def is_contiguous(self):
+    def is_contiguous(self) -> bool:
         return self._c or self._f
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of unsized object")
         return self.shape[0]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return repr(self.get())
 
-    def __str__(self):
+    def __str__(self) -> str:
         return str(self.get())
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         if self.size != 1:
             raise ValueError("The truth value of an array with more than one element is ambiguous")
         return bool(self.get().reshape(()))
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self._scalar())
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self._scalar())
 
-    def __complex__(self):
+    def __complex__(self) -> complex:
         return complex(self._scalar())
 
-    def __index__(self):
+    def __index__(self) -> int:
         if self.dtype.kind not in "iub":
             raise TypeError("only integer GPUArrays can be used as an index")
         return int(self._scalar())
 
-    def item(self):
+    def item(self) -> Any:
         """The single element as a Python scalar (int, float, complex or bool).
 
         Copies the array to the host.  Raises TypeError unless the array has exactly
@@ -302,13 +317,13 @@ class GPUArray(_cdrv._ArrayBase):
         """
         return self._scalar().item()
 
-    def _scalar(self):
+    def _scalar(self) -> Any:
         if self.size != 1:
             raise TypeError(f"only 1-element arrays can be converted to scalars (size {self.size})")
         return self.get().reshape(())[()]
 
     @property
-    def __cuda_array_interface__(self):
+    def __cuda_array_interface__(self) -> dict[str, Any]:
         # CAI v3 as PyCUDA and Numba export it: strides always, "stream": None.  None
         # tells the consumer that no synchronization is needed, so the legacy default
         # stream (where our work runs, or which our blocking streams order with) is
@@ -319,20 +334,22 @@ class GPUArray(_cdrv._ArrayBase):
                 "data": (self.ptr, False), "version": 3,
                 "strides": self.strides, "stream": None}
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
         """A DLPack capsule of this array (array API standard).  `stream`: the consumer's
         CUDA stream (an int; None or 1: the legacy default stream, -1: no ordering); it is
         made to wait for our work on the default stream.  `max_version` >= (1, 0) gives a
         versioned capsule.  copy=True exports a copy; dl_device must be this device."""
         return _interop._to_dlpack(self, stream, max_version, dl_device, copy)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         """(kDLCUDA = 2, device ordinal)."""
         return (_interop._DL_CUDA, _interop._device_ordinal())
 
     # ----------------------------------------------------------- transfers
 
-    def set(self, ary, async_=False, stream=None, **kwargs):
+    def set(self, ary: npt.ArrayLike, async_: bool = False, stream: Stream | None = None,
+            **kwargs: Any) -> None:
         """Copy the host array `ary` (same size and dtype) into this array."""
         if "async" in kwargs:
             async_ = kwargs.pop("async")
@@ -354,7 +371,7 @@ class GPUArray(_cdrv._ArrayBase):
             tmp.set(np.ascontiguousarray(ary).reshape(self.shape), async_, stream)
             _strided_copy(self, tmp, stream)
 
-    def set_async(self, ary, stream=None):
+    def set_async(self, ary: npt.ArrayLike, stream: Stream | None = None) -> None:
         """set_async(ary, stream=None): queue the host-to-device copy of `ary` on `stream`.
 
         As ``set(ary, async_=True, stream=stream)``: `ary` must have this array's size
@@ -363,7 +380,8 @@ class GPUArray(_cdrv._ArrayBase):
         """
         return self.set(ary, async_=True, stream=stream)
 
-    def get(self, ary=None, pagelocked=False, async_=False, stream=None, **kwargs):
+    def get(self, ary: npt.NDArray[Any] | None = None, pagelocked: bool = False, async_: bool = False,
+            stream: Stream | None = None, **kwargs: Any) -> npt.NDArray[Any]:
         """Copy this array to the host: into `ary` when given, else a new (page-locked
         when asked) NumPy array, which is returned."""
         if "async" in kwargs:
@@ -371,7 +389,7 @@ class GPUArray(_cdrv._ArrayBase):
         if kwargs:
             raise TypeError(f"get(): unexpected keyword arguments {', '.join(kwargs)}")
         src = self if (self._c or self._f) else self._contiguous(stream)
-        order = "C" if src._c else "F"
+        order: Literal["C", "F"] = "C" if src._c else "F"
         if ary is None:
             if pagelocked and self.size:
                 ary = _drv.pagelocked_empty(self.shape, self.dtype, order=order)
@@ -396,7 +414,8 @@ class GPUArray(_cdrv._ArrayBase):
                 _dtoh_staged(ary, src.ptr, stream)
         return ary
 
-    def get_async(self, stream=None, ary=None):
+    def get_async(self, stream: Stream | None = None,
+                  ary: npt.NDArray[Any] | None = None) -> npt.NDArray[Any]:
         """get_async(stream=None, ary=None): queue the device-to-host copy on `stream`.
 
         As ``get(ary=ary, async_=True, stream=stream)``; returns the host array, whose
@@ -408,7 +427,8 @@ class GPUArray(_cdrv._ArrayBase):
 
     # ----------------------------------------------------------- views and copies
 
-    def _view(self, shape, strides, ptr_offset=0, dtype=None):
+    def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], ptr_offset: int = 0,
+              dtype: np.dtype[Any] | None = None) -> GPUArray:
         dtype = self.dtype if dtype is None else dtype
         v = GPUArray.__new__(GPUArray)
         v.shape = shape
@@ -423,7 +443,7 @@ class GPUArray(_cdrv._ArrayBase):
         v._c, v._f = _layout(shape, strides, dtype.itemsize)
         return v
 
-    def _contiguous(self, stream=None):
+    def _contiguous(self, stream: Stream | None = None) -> GPUArray:
         """self if C-contiguous, else a C-contiguous copy."""
         if self._c:
             return self
@@ -431,7 +451,7 @@ class GPUArray(_cdrv._ArrayBase):
         _strided_copy(out, self, stream)
         return out
 
-    def copy(self, stream=None):
+    def copy(self, stream: Stream | None = None) -> GPUArray:
         """A new C-contiguous... (F-contiguous stays F) copy of this array."""
         if self._f and not self._c:
             out = GPUArray(self.shape, self.dtype, allocator=self.allocator, order="F", stream=stream)
@@ -444,13 +464,13 @@ class GPUArray(_cdrv._ArrayBase):
                 _strided_copy(out, self, stream)
         return out
 
-    def __copy__(self):
+    def __copy__(self) -> GPUArray:
         return self.copy()
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: Any) -> GPUArray:
         return self.copy()
 
-    def view(self, dtype=None):
+    def view(self, dtype: npt.DTypeLike | None = None) -> GPUArray:
         """The same memory seen as `dtype` (the last axis rescaled when sizes differ)."""
         if dtype is None:
             return self._view(self.shape, self.strides)
@@ -468,7 +488,7 @@ class GPUArray(_cdrv._ArrayBase):
         shape = self.shape[:-1] + (last // new,)
         return self._view(shape, _c_strides(shape, new), dtype=dtype)
 
-    def reshape(self, *shape, order="C"):
+    def reshape(self, *shape: Any, order: str = "C") -> GPUArray:
         """A view with a new shape (one dimension may be -1); needs contiguity in `order`."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = shape[0]
@@ -500,7 +520,7 @@ class GPUArray(_cdrv._ArrayBase):
             _strided_copy(src, self, None)
         return src._view(shape, _f_strides(shape, self.dtype.itemsize))
 
-    def ravel(self, order="C"):
+    def ravel(self, order: str = "C") -> GPUArray:
         """ravel(order="C"): the elements as a 1-d GPUArray of length ``size``.
 
         A view when the array is contiguous in `order` ('C' or 'F'), else a contiguous
@@ -508,7 +528,7 @@ class GPUArray(_cdrv._ArrayBase):
         """
         return self.reshape(self.size, order=order)
 
-    def flatten(self):
+    def flatten(self) -> GPUArray:
         """flatten(): a new 1-d GPUArray holding a C-order copy of the elements.
 
         Unlike ravel(), the result never shares memory with this array.
@@ -516,7 +536,7 @@ class GPUArray(_cdrv._ArrayBase):
         c = self._contiguous()
         return (c.copy() if c is self else c).reshape(self.size)
 
-    def squeeze(self, axis=None):
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> GPUArray:
         """squeeze(axis=None): a view without axes of length one.
 
         `axis` (an int or a tuple of ints, negative counts from the end) names the axes
@@ -525,7 +545,7 @@ class GPUArray(_cdrv._ArrayBase):
         if axis is None:
             keep = [k for k, d in enumerate(self.shape) if d != 1]
         else:
-            axes = (axis,) if isinstance(axis, int) else tuple(axis)
+            axes: Any = (axis,) if isinstance(axis, int) else tuple(axis)
             axes = {a % self.ndim if self.ndim else a for a in axes}
             for a in axes:
                 if self.shape[a] != 1:
@@ -533,7 +553,7 @@ class GPUArray(_cdrv._ArrayBase):
             keep = [k for k in range(self.ndim) if k not in axes]
         return self._view(tuple(self.shape[k] for k in keep), tuple(self.strides[k] for k in keep))
 
-    def transpose(self, axes=None):
+    def transpose(self, axes: Sequence[SupportsIndex] | None = None) -> GPUArray:
         """transpose(axes=None): a view with the axes permuted (no copy).
 
         `axes` is a permutation of ``range(ndim)`` (negative values allowed); None
@@ -549,14 +569,14 @@ class GPUArray(_cdrv._ArrayBase):
         return self._view(tuple(self.shape[a] for a in axes), tuple(self.strides[a] for a in axes))
 
     @property
-    def T(self):
+    def T(self) -> GPUArray:
         return self.transpose()
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> GPUArray:
         if not isinstance(index, tuple):
             index = (index,)
         if _builtins.any(i is Ellipsis for i in index):
-            k = [n for n, i in enumerate(index) if i is Ellipsis]
+            k: Any = [n for n, i in enumerate(index) if i is Ellipsis]
             if len(k) > 1:
                 raise IndexError("an index can only have a single ellipsis ('...')")
             k = k[0]
@@ -596,7 +616,7 @@ class GPUArray(_cdrv._ArrayBase):
             offset = 0
         return self._view(tuple(shape), tuple(strides), offset)
 
-    def __setitem__(self, index, value):
+    def __setitem__(self, index: Any, value: Any) -> None:
         target = self[index]
         if isinstance(value, GPUArray):
             if value.shape != target.shape:
@@ -615,7 +635,7 @@ class GPUArray(_cdrv._ArrayBase):
 
     # ----------------------------------------------------------- fill, astype
 
-    def fill(self, value, stream=None):
+    def fill(self, value: Any, stream: Stream | None = None) -> GPUArray:
         """Set every element to `value` (converted to the dtype); returns self."""
         if self.size == 0:
             return self
@@ -627,7 +647,7 @@ class GPUArray(_cdrv._ArrayBase):
             _strided_copy(self, tmp, stream)
         return self
 
-    def astype(self, dtype, stream=None):
+    def astype(self, dtype: npt.DTypeLike, stream: Stream | None = None) -> GPUArray:
         """A copy converted to `dtype` (NumPy's unsafe cast)."""
         dtype = _check_dtype(dtype)
         if dtype == self.dtype:
@@ -640,102 +660,103 @@ class GPUArray(_cdrv._ArrayBase):
 
     # ----------------------------------------------------------- arithmetic
 
-    def __add__(self, other):
+    def __add__(self, other: Any) -> GPUArray:
         return _binary("add", self, other)
 
-    def __radd__(self, other):
+    def __radd__(self, other: Any) -> GPUArray:
         return _binary("add", self, other, True)
 
-    def __sub__(self, other):
+    def __sub__(self, other: Any) -> GPUArray:
         return _binary("subtract", self, other)
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: Any) -> GPUArray:
         return _binary("subtract", self, other, True)
 
-    def __mul__(self, other):
+    def __mul__(self, other: Any) -> GPUArray:
         return _binary("multiply", self, other)
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: Any) -> GPUArray:
         return _binary("multiply", self, other, True)
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: Any) -> GPUArray:
         return _binary("true_divide", self, other)
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: Any) -> GPUArray:
         return _binary("true_divide", self, other, True)
 
     __div__ = __truediv__
     __rdiv__ = __rtruediv__
 
-    def __floordiv__(self, other):
+    def __floordiv__(self, other: Any) -> GPUArray:
         return _binary("floor_divide", self, other)
 
-    def __rfloordiv__(self, other):
+    def __rfloordiv__(self, other: Any) -> GPUArray:
         return _binary("floor_divide", self, other, True)
 
-    def __mod__(self, other):
+    def __mod__(self, other: Any) -> GPUArray:
         return _binary("remainder", self, other)
 
-    def __rmod__(self, other):
+    def __rmod__(self, other: Any) -> GPUArray:
         return _binary("remainder", self, other, True)
 
-    def __pow__(self, other):
+    def __pow__(self, other: Any) -> GPUArray:
         return _binary("power", self, other)
 
-    def __rpow__(self, other):
+    def __rpow__(self, other: Any) -> GPUArray:
         return _binary("power", self, other, True)
 
-    def __iadd__(self, other):
+    def __iadd__(self, other: Any) -> GPUArray:
         return _binary("add", self, other, out=self)
 
-    def __isub__(self, other):
+    def __isub__(self, other: Any) -> GPUArray:
         return _binary("subtract", self, other, out=self)
 
-    def __imul__(self, other):
+    def __imul__(self, other: Any) -> GPUArray:
         return _binary("multiply", self, other, out=self)
 
-    def __itruediv__(self, other):
+    def __itruediv__(self, other: Any) -> GPUArray:
         return _binary("true_divide", self, other, out=self)
 
-    def __ifloordiv__(self, other):
+    def __ifloordiv__(self, other: Any) -> GPUArray:
         return _binary("floor_divide", self, other, out=self)
 
-    def __imod__(self, other):
+    def __imod__(self, other: Any) -> GPUArray:
         return _binary("remainder", self, other, out=self)
 
-    def __ipow__(self, other):
+    def __ipow__(self, other: Any) -> GPUArray:
         return _binary("power", self, other, out=self)
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> GPUArray:  # type: ignore[override]
         return _binary("equal", self, other)
 
-    def __ne__(self, other):
+    def __ne__(self, other: Any) -> GPUArray:  # type: ignore[override]
         return _binary("not_equal", self, other)
 
-    def __lt__(self, other):
+    def __lt__(self, other: Any) -> GPUArray:
         return _binary("less", self, other)
 
-    def __le__(self, other):
+    def __le__(self, other: Any) -> GPUArray:
         return _binary("less_equal", self, other)
 
-    def __gt__(self, other):
+    def __gt__(self, other: Any) -> GPUArray:
         return _binary("greater", self, other)
 
-    def __ge__(self, other):
+    def __ge__(self, other: Any) -> GPUArray:
         return _binary("greater_equal", self, other)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
-    def __neg__(self):
+    def __neg__(self) -> GPUArray:
         return _unary("negative", self)
 
-    def __pos__(self):
+    def __pos__(self) -> GPUArray:
         return self.copy()
 
-    def __abs__(self):
+    def __abs__(self) -> GPUArray:
         return _unary("absolute", self)
 
-    def mul_add(self, selffac, other, otherfac, add_timer=None, stream=None, out=None):
+    def mul_add(self, selffac: Any, other: GPUArray, otherfac: Any, add_timer: Any = None,
+                stream: Stream | None = None, out: GPUArray | None = None) -> GPUArray:
         """mul_add(selffac, other, otherfac, add_timer=None, stream=None, out=None): ``selffac * self + otherfac * other``.
 
         The factors are numbers or 0-d GPUArrays, `other` a GPUArray of this shape;
@@ -747,7 +768,7 @@ class GPUArray(_cdrv._ArrayBase):
         return _binary("add", _binary("multiply", self, selffac, stream=stream),
                        _binary("multiply", other, otherfac, stream=stream), out=out, stream=stream)
 
-    def reverse(self, stream=None):
+    def reverse(self, stream: Stream | None = None) -> GPUArray:
         """reverse(stream=None): a new array with the elements in reversed order.
 
         The array is taken flat in its memory order (C, or F for an F-contiguous
@@ -761,15 +782,15 @@ class GPUArray(_cdrv._ArrayBase):
             k.launch_flat(self.size, [out.ptr, src.ptr], stream)
         return out
 
-    def any(self, stream=None, allocator=None):
+    def any(self, stream: Stream | None = None, allocator: _Allocator | None = None) -> GPUArray:
         """any(stream=None, allocator=None): whether any element is true, as a 0-d bool GPUArray."""
         return any(self, stream, allocator)
 
-    def all(self, stream=None, allocator=None):
+    def all(self, stream: Stream | None = None, allocator: _Allocator | None = None) -> GPUArray:
         """all(stream=None, allocator=None): whether every element is true, as a 0-d bool GPUArray."""
         return all(self, stream, allocator)
 
-    def conj(self, out=None, stream=None):
+    def conj(self, out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
         """conj(out=None, stream=None): the complex conjugate, elementwise.
 
         A new array (or `out`, which must match shape and dtype); real arrays give a
@@ -785,7 +806,7 @@ class GPUArray(_cdrv._ArrayBase):
     conjugate = conj
 
     @property
-    def real(self):
+    def real(self) -> GPUArray:
         """The real part: this array for real dtypes, else a new array (C-contiguous,
         or F-contiguous when this one is), as PyCUDA."""
         if self.dtype.kind != "c":
@@ -793,14 +814,14 @@ class GPUArray(_cdrv._ArrayBase):
         return self._part(0)
 
     @property
-    def imag(self):
+    def imag(self) -> GPUArray:
         """The imaginary part: zeros for real dtypes, else a new array (C-contiguous,
         or F-contiguous when this one is), as PyCUDA."""
         if self.dtype.kind != "c":
             return zeros_like(self)
         return self._part(1)
 
-    def _part(self, which):
+    def _part(self, which: int) -> GPUArray:
         rdt = np.dtype(self.dtype.char.lower())
         part = self._view(self.shape, self.strides, which * rdt.itemsize, rdt)
         out = GPUArray(self.shape, rdt, allocator=self.allocator,
@@ -810,7 +831,8 @@ class GPUArray(_cdrv._ArrayBase):
 
     # ----------------------------------------------------------- reductions
 
-    def sum(self, dtype=None, stream=None, allocator=None):
+    def sum(self, dtype: npt.DTypeLike | None = None, stream: Stream | None = None,
+            allocator: _Allocator | None = None) -> GPUArray:
         """sum(dtype=None, stream=None, allocator=None): the sum of all elements.
 
         Returns a 0-d GPUArray (PyCUDA semantics: call ``.get()`` or ``.item()`` for a
@@ -819,21 +841,21 @@ class GPUArray(_cdrv._ArrayBase):
         """
         return sum(self, dtype, stream, allocator)
 
-    def max(self, stream=None):
+    def max(self, stream: Stream | None = None) -> GPUArray:
         """max(stream=None): the largest element as a 0-d GPUArray.
 
         NaN wins if present, as NumPy.  Raises ValueError for an empty array.
         """
         return max(self, stream)
 
-    def min(self, stream=None):
+    def min(self, stream: Stream | None = None) -> GPUArray:
         """min(stream=None): the smallest element as a 0-d GPUArray.
 
         NaN wins if present, as NumPy.  Raises ValueError for an empty array.
         """
         return min(self, stream)
 
-    def mean(self, dtype=None, stream=None):
+    def mean(self, dtype: npt.DTypeLike | None = None, stream: Stream | None = None) -> GPUArray:
         """mean(dtype=None, stream=None): the arithmetic mean as a 0-d GPUArray.
 
         The dtype is NumPy's (float64 for integer input) unless given; an empty array
@@ -841,7 +863,8 @@ class GPUArray(_cdrv._ArrayBase):
         """
         return mean(self, dtype, stream)
 
-    def dot(self, other, dtype=None, stream=None):
+    def dot(self, other: GPUArray, dtype: npt.DTypeLike | None = None,
+            stream: Stream | None = None) -> GPUArray:
         """dot(other, dtype=None, stream=None): ``sum(self * other)`` as a 0-d GPUArray.
 
         Both arrays are taken flat and must have the same size (ValueError otherwise);
@@ -849,18 +872,19 @@ class GPUArray(_cdrv._ArrayBase):
         """
         return dot(self, other, dtype, stream)
 
-    def get_numpy_scalar(self):
+    def get_numpy_scalar(self) -> Any:
         """The single element as a NumPy scalar (e.g. numpy.float32), copied to the host.
 
         Raises TypeError unless the array has exactly one element.
         """
         return self._scalar()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[GPUArray]:
         for k in range(len(self)):
             yield self[k]
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: npt.DTypeLike | None = None,
+                  copy: bool | None = None) -> npt.NDArray[Any]:
         a = self.get()
         return a if dtype is None else a.astype(dtype)
 
@@ -877,7 +901,7 @@ _htod_staged = _cdrv._htod_staged
 _dtoh_staged = _cdrv._dtoh_staged
 
 
-def _htod(ptr, host, async_, stream):
+def _htod(ptr: int, host: npt.NDArray[Any], async_: bool, stream: Stream | None) -> None:
     if async_:
         _drv.memcpy_htod_async(ptr, host, stream)
     elif stream is None:
@@ -886,34 +910,35 @@ def _htod(ptr, host, async_, stream):
         _htod_staged(ptr, host, stream)
 
 
-def _dtod(dst, src, nbytes, stream):
+def _dtod(dst: int, src: int, nbytes: int, stream: Stream | None) -> None:
     if stream is not None:
         _drv.memcpy_dtod_async(dst, src, nbytes, stream)
     else:
         _drv.memcpy_dtod(dst, src, nbytes)
 
 
-_kernels = {}   # (kind, dtypes...) -> ElementwiseKernel; compiled per context inside
+_kernels: dict[Any, ElementwiseKernel] = {}   # (kind, dtypes...) -> ElementwiseKernel; compiled per context inside
 
 
-def _kernel(key, arguments, operation, name, preamble=""):
+def _kernel(key: Any, arguments: str, operation: str, name: str,
+            preamble: str = "") -> ElementwiseKernel:
     k = _kernels.get(key)
     if k is None:
         k = _kernels[key] = ElementwiseKernel(arguments, operation, name, preamble=preamble)
     return k
 
 
-def _reverse_kernel(dt):
+def _reverse_kernel(dt: np.dtype[Any]) -> ElementwiseKernel:
     ct = dtype_to_ctype(dt)
     return _kernel(("reverse", dt), f"{ct} *z, {ct} *x", "z[i] = x[n - 1 - i]", "bc_reverse")
 
 
-def _ct(dt):
+def _ct(dt: np.dtype[Any]) -> str:
     """C type computations in dtype dt run in (float for float16)."""
     return "float" if dt == np.float16 else dtype_to_ctype(dt)
 
 
-def _strided_copy_kernel(dt, nd):
+def _strided_copy_kernel(dt: np.dtype[Any], nd: int) -> ElementwiseKernel:
     """dst[off(i)] = src[off(i)] over an nd-dimensional index space (strides in elements)."""
     key = ("strided_copy", dt, nd)
     k = _kernels.get(key)
@@ -929,7 +954,7 @@ def _strided_copy_kernel(dt, nd):
     return k
 
 
-def _strided_copy(dst, src, stream):
+def _strided_copy(dst: GPUArray, src: GPUArray, stream: Stream | None) -> None:
     """dst[...] = src[...] for arrays of one shape and dtype with any strides."""
     if dst.shape != src.shape:
         raise ValueError(f"shape mismatch: {dst.shape} vs {src.shape}")
@@ -957,7 +982,7 @@ def _strided_copy(dst, src, stream):
     k.launch_flat(dst.size, flat, stream)
 
 
-def _fill(ary, value, stream):
+def _fill(ary: GPUArray, value: Any, stream: Stream | None) -> None:
     dt = ary.dtype
     try:
         if dt.fields is not None:   # a struct (gpuarray.vec): a make_* value, tuple or number
@@ -989,18 +1014,18 @@ def _fill(ary, value, stream):
     k.launch_flat(ary.size, [ary.ptr] + _scalar_flat(k, 1, v), stream)
 
 
-def _fill_kernel(dt):
+def _fill_kernel(dt: np.dtype[Any]) -> ElementwiseKernel:
     ct = dtype_to_ctype(dt)
     return _kernel(("fill", dt), f"{ct} *z, {ct} v", "z[i] = v", "bc_fill")
 
 
-def _scalar_flat(kernel, index, value):
+def _scalar_flat(kernel: ElementwiseKernel, index: int, value: Any) -> list[Any]:
     conv, count = kernel._sig.converters[index]
     c = conv(value)
     return list(c) if count == 2 else [c]
 
 
-def _cast_kernel(src_dt, dst_dt):
+def _cast_kernel(src_dt: np.dtype[Any], dst_dt: np.dtype[Any]) -> ElementwiseKernel:
     key = ("cast", src_dt, dst_dt)
     k = _kernels.get(key)
     if k is None:
@@ -1009,7 +1034,7 @@ def _cast_kernel(src_dt, dst_dt):
     return k
 
 
-def _assign(out, src, stream):
+def _assign(out: GPUArray, src: GPUArray, stream: Stream | None) -> GPUArray:
     if out.shape != src.shape:
         raise ValueError(f"out has shape {out.shape}, the result {src.shape}")
     _strided_copy(out, src if src.dtype == out.dtype else src.astype(out.dtype), stream)
@@ -1018,7 +1043,8 @@ def _assign(out, src, stream):
 
 # ------------------------------------------------------------------ new arrays
 
-def _new_array(shape, dtype, allocator, stream):
+def _new_array(shape: tuple[int, ...], dtype: np.dtype[Any], allocator: Any,
+               stream: Stream | None) -> GPUArray:
     """A new C-contiguous GPUArray of a normalised shape tuple and a supported
     np.dtype; skips __init__'s checks (the internal fast path)."""
     z = GPUArray.__new__(GPUArray)
@@ -1028,7 +1054,7 @@ def _new_array(shape, dtype, allocator, stream):
     z.base = None
     z.allocator = allocator
     z.strides = _c_strides(shape, dtype.itemsize) if shape else ()
-    z._c = z._f = True if len(shape) < 2 or n == 0 else None
+    z._c = z._f = True if len(shape) < 2 or n == 0 else None  # type: ignore[assignment]
     if z._c is None:
         z._c, z._f = _layout(shape, z.strides, dtype.itemsize)
     if n:
@@ -1041,7 +1067,7 @@ def _new_array(shape, dtype, allocator, stream):
     return z
 
 
-def _new_scalar(dtype, allocator, stream):
+def _new_scalar(dtype: np.dtype[Any], allocator: Any, stream: Stream | None) -> GPUArray:
     """A new 0-d GPUArray of a supported np.dtype (reduction results)."""
     z = GPUArray.__new__(GPUArray)
     z.shape = z.strides = ()
@@ -1055,7 +1081,7 @@ def _new_scalar(dtype, allocator, stream):
     return z
 
 
-def _empty_as(x, dtype, stream):
+def _empty_as(x: GPUArray, dtype: np.dtype[Any], stream: Stream | None) -> GPUArray:
     """A new dense array with x's shape and memory order (x must be C- or F-contiguous)
     and `dtype`, so elementwise kernels can walk both with one flat index; skips
     __init__'s checks."""
@@ -1082,16 +1108,17 @@ def _empty_as(x, dtype, stream):
     return z
 
 
-def real(a):
+def real(a: GPUArray) -> GPUArray:
     """The real part of GPUArray `a` (a view; `a` itself for real dtypes), as ``a.real``."""
     return a.real
 
 
-def imag(a):
+def imag(a: GPUArray) -> GPUArray:
     """The imaginary part of GPUArray `a` (a view; zeros for real dtypes), as ``a.imag``."""
     return a.imag
 
 
-def conj(a, out=None, stream=None):
+def conj(a: GPUArray, out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
+
     """conj(a, out=None, stream=None): the complex conjugate of GPUArray `a`, as ``a.conj()``."""
     return a.conj(out, stream)
