@@ -44,7 +44,8 @@ __global__ void life_step(unsigned char *next, const unsigned char *cur, int w, 
 def numpy_step(board: npt.NDArray[Any]) -> npt.NDArray[Any]:
     alive = sum(np.roll(np.roll(board, dy, 0), dx, 1)
                 for dy in (-1, 0, 1) for dx in (-1, 0, 1) if (dx, dy) != (0, 0))
-    return ((alive == 3) | ((board == 1) & (alive == 2))).astype(np.uint8)
+    nxt: npt.NDArray[Any] = ((alive == 3) | ((board == 1) & (alive == 2))).astype(np.uint8)
+    return nxt
 
 
 def main(argv: list[str]) -> int:

@@ -46,7 +46,8 @@ def test_image(h: int, w: int, seed: int = 7) -> npt.NDArray[Any]:
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
     img = 0.5 + 0.25 * np.sin(xx / 9.0) * np.cos(yy / 13.0) + 0.15 * (xx / w - yy / h)
     img += 0.1 * rng.random((h, w))
-    return np.clip(img, 0.0, 1.0).astype(np.float32)
+    out: npt.NDArray[Any] = np.clip(img, 0.0, 1.0).astype(np.float32)
+    return out
 
 
 def bilinear_border(img: npt.NDArray[Any], u: npt.NDArray[Any], v: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -58,10 +59,12 @@ def bilinear_border(img: npt.NDArray[Any], u: npt.NDArray[Any], v: npt.NDArray[A
     ph, pw = padded.shape
 
     def at(jj: npt.NDArray[Any], ii: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        return padded[np.clip(jj, 0, ph - 1), np.clip(ii, 0, pw - 1)]
+        picked: npt.NDArray[Any] = padded[np.clip(jj, 0, ph - 1), np.clip(ii, 0, pw - 1)]
+        return picked
 
-    return ((1 - a) * (1 - b) * at(j, i) + a * (1 - b) * at(j, i + 1)
-            + (1 - a) * b * at(j + 1, i) + a * b * at(j + 1, i + 1))
+    out: npt.NDArray[Any] = ((1 - a) * (1 - b) * at(j, i) + a * (1 - b) * at(j, i + 1)
+                             + (1 - a) * b * at(j + 1, i) + a * b * at(j + 1, i + 1))
+    return out
 
 
 def reference(img: npt.NDArray[Any], c: float, s: float, inv_scale: float) -> npt.NDArray[Any]:

@@ -53,10 +53,15 @@ class COOMatrix:
     """
 
     __slots__ = ("row", "col", "data", "shape")
+    row: npt.NDArray[Any]
+    col: npt.NDArray[Any]
+    data: npt.NDArray[Any]
+    shape: tuple[int, int]
 
     def __init__(self, row: npt.ArrayLike, col: npt.ArrayLike, data: npt.NDArray[Any],
                  shape: tuple[int, int]) -> None:
-        self.row, self.col, self.data, self.shape = row, col, data, shape
+        self.row, self.col = np.asarray(row), np.asarray(col)
+        self.data, self.shape = data, shape
 
     @property
     def nnz(self) -> int:

@@ -47,6 +47,8 @@ class PacketLayout:
     (values), ``local_nnz`` and ``remaining`` (a COO of the other entries, permuted).
     """
 
+    local_nnz: int   # set by build_packets, as are the others (for type checkers)
+
     def spmv(self, x_perm: Any, y_perm: Any = None) -> npt.NDArray[Any]:
         """y_perm + A_perm @ x_perm computed from the layout on the host, walking
         the arrays as the GPU kernels do (a reference for tests)."""
