@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Helpers in PyCUDA's ``pycuda.tools`` style."""
 
+from __future__ import annotations
+
 import os
 import warnings as _warnings
+from typing import TYPE_CHECKING, cast
 
 from barecuda import driver as _drv
 from barecuda._devicedata import DeviceData, OccupancyRecord  # noqa: F401
@@ -15,8 +18,25 @@ from barecuda._pools import (  # noqa: F401  (PyCUDA's tools names)
     bitlog2,
 )
 
+if TYPE_CHECKING:   # typing-only names: nothing here is imported at run time
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from typing import Any, ParamSpec, Protocol, TypeVar
 
-def _requested_device():
+    import numpy.typing as npt
+
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+    _R_co = TypeVar("_R_co", covariant=True)
+
+    class _MemoizedFunction(Protocol[_P, _R_co]):
+        """What context_dependent_memoize returns: the function, plus clear_cache()."""
+
+        clear_cache: Callable[[], None]
+
+        def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+
+def _requested_device() -> int | None:
     """The device ordinal asked for by $CUDA_DEVICE, else by ~/.cuda_device, else None."""
     wanted, where = os.environ.get("CUDA_DEVICE"), "CUDA_DEVICE"
     if wanted is None:
@@ -32,7 +52,7 @@ def _requested_device():
         raise _drv.LogicError(f"{where}={wanted!r} is not a device ordinal") from None
 
 
-def get_default_device(default=0):
+def get_default_device(default: int = 0) -> _drv.Device:
     """The Device named by $CUDA_DEVICE, else by ~/.cuda_device, else Device(default).
 
     Deprecated in PyCUDA (a DeprecationWarning says so): use make_default_context().
@@ -44,7 +64,8 @@ def get_default_device(default=0):
     return _drv.Device(default if ordinal is None else ordinal)
 
 
-def make_default_context(ctx_maker=None):
+def make_default_context(
+        ctx_maker: Callable[[_drv.Device], _drv.Context] | None = None) -> _drv.Context:
     """Make a context current on this thread and return it.
 
     Tries the device named by ``CUDA_DEVICE`` (else by the file ``~/.cuda_device``),
@@ -53,13 +74,14 @@ def make_default_context(ctx_maker=None):
     Raises ``driver.Error`` with each device's failure when none works.
     """
     if ctx_maker is None:
-        def ctx_maker(dev):
+        def _primary(dev: _drv.Device) -> _drv.Context:
             return dev.retain_primary_context()
+        ctx_maker = _primary
 
     _drv.init()
     wanted = _requested_device()
     ordinals = range(_drv.Device.count()) if wanted is None else [wanted]
-    failures = []
+    failures: list[str] = []
     for ordinal in ordinals:
         try:
             ctx = ctx_maker(_drv.Device(ordinal))
@@ -79,11 +101,12 @@ import re as _re
 
 import numpy as _np
 
-_DTYPE_TO_CTYPE = {}
-_CTYPE_TO_DTYPE = {}
+_DTYPE_TO_CTYPE: dict[_np.dtype[Any], str] = {}
+_CTYPE_TO_DTYPE: dict[str, _np.dtype[Any]] = {}
 
 
-def register_dtype(dtype, c_names, alias_ok=False):
+def register_dtype(dtype: npt.DTypeLike, c_names: str | Sequence[str],
+                   alias_ok: bool = False) -> None:
     """Make `dtype` known by the C type name(s) `c_names` (first one is the canonical one).
 
     A dtype already registered under another canonical name raises RuntimeError unless
@@ -104,7 +127,8 @@ def register_dtype(dtype, c_names, alias_ok=False):
         _CTYPE_TO_DTYPE[name] = dtype
 
 
-def get_or_register_dtype(c_names, dtype=None):
+def get_or_register_dtype(c_names: str | Sequence[str],
+                          dtype: npt.DTypeLike | None = None) -> _np.dtype[Any]:
     """The dtype registered for C type name(s) `c_names`; registers `dtype` when given."""
     if dtype is None:
         if isinstance(c_names, str):
@@ -118,7 +142,7 @@ def get_or_register_dtype(c_names, dtype=None):
     return _np.dtype(dtype)
 
 
-def _fill_registry():
+def _fill_registry() -> None:
     reg = register_dtype
     reg(_np.bool_, ["bool"])
     reg(_np.int8, ["signed char", "char", "int8_t"])
@@ -140,13 +164,13 @@ def _fill_registry():
     # the ones above, so they share the entries.
 
 
-def _normalize_ctype(name):
+def _normalize_ctype(name: str) -> str:
     name = " ".join(name.replace("*", " ").split())
     name = _re.sub(r"\s*([<>,])\s*", r"\1", name)
     return name
 
 
-def base_dtype_to_ctype(dtype):
+def base_dtype_to_ctype(dtype: npt.DTypeLike) -> str:
     """The registered C type name of `dtype` (e.g. 'float', '__half',
     'barecuda::complex<float>'); TypeError for a dtype with no C counterpart."""
     if dtype is None:
@@ -159,7 +183,7 @@ def base_dtype_to_ctype(dtype):
                         "(register one with tools.register_dtype)") from None
 
 
-_FP_TEX_CTYPES = {
+_FP_TEX_CTYPES: dict[_np.dtype[Any], str] = {
     _np.dtype(_np.float32): "fp_tex_float",
     _np.dtype(_np.float64): "fp_tex_double",
     _np.dtype(_np.complex64): "fp_tex_cfloat",
@@ -167,7 +191,7 @@ _FP_TEX_CTYPES = {
 }
 
 
-def dtype_to_ctype(dtype, with_fp_tex_hack=False):
+def dtype_to_ctype(dtype: npt.DTypeLike, with_fp_tex_hack: bool = False) -> str:
     """The C type name barecuda's kernels use for `dtype` (e.g. 'float', '__half',
     'barecuda::complex<float>'); TypeError for a dtype with no C counterpart.
 
@@ -184,39 +208,39 @@ def dtype_to_ctype(dtype, with_fp_tex_hack=False):
 class Argument:
     """One kernel argument parsed from a C declaration: name and dtype."""
 
-    def __init__(self, dtype, name):
-        self.dtype = _np.dtype(dtype)
+    def __init__(self, dtype: npt.DTypeLike, name: str) -> None:
+        self.dtype: _np.dtype[Any] = _np.dtype(dtype)
         self.name = name
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.dtype!r}, {self.name!r})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.dtype == other.dtype and self.name == other.name
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self), self.dtype, self.name))
 
 
 class VectorArg(Argument):
     """A pointer argument (an array): `dtype *name`."""
 
-    def declarator(self):
+    def declarator(self) -> str:
         """The C declaration of the parameter, e.g. ``float *x``."""
         return f"{dtype_to_ctype(self.dtype)} *{self.name}"
 
-    struct_char = "P"   # the ``Function.prepare`` format character of a pointer
+    struct_char: str = "P"   # the ``Function.prepare`` format character of a pointer
 
 
 class ScalarArg(Argument):
     """A by-value argument: `dtype name`."""
 
-    def declarator(self):
+    def declarator(self) -> str:
         """The C declaration of the parameter, e.g. ``int n``."""
         return f"{dtype_to_ctype(self.dtype)} {self.name}"
 
     @property
-    def struct_char(self):
+    def struct_char(self) -> str:
         """The ``Function.prepare`` format character of the dtype (an attribute, as
         PyCUDA's): its NumPy char ("f", "l", "F" complex64, "e" float16, "?" bool),
         "<n>s" for a structured dtype of n bytes."""
@@ -227,7 +251,7 @@ class ScalarArg(Argument):
 _QUALIFIERS = {"const", "volatile", "__restrict__", "restrict", "__restrict", "register"}
 
 
-def parse_c_arg(c_arg):
+def parse_c_arg(c_arg: str) -> VectorArg | ScalarArg:
     """Parse one C declaration ('float *x', 'const double a', 'pycuda::complex<float> *z')
     into a VectorArg or ScalarArg."""
     if not isinstance(c_arg, str):
@@ -256,23 +280,25 @@ def parse_c_arg(c_arg):
     dtype = _CTYPE_TO_DTYPE.get(type_name)
     if dtype is None:
         raise TypeError(f"cannot parse C argument '{c_arg}': unknown C type '{type_name}'")
-    return (VectorArg if pointer else ScalarArg)(dtype, name)
+    kind: type[VectorArg] | type[ScalarArg] = VectorArg if pointer else ScalarArg
+    return kind(dtype, name)
 
 
-def get_arg_type(c_arg):
+def get_arg_type(c_arg: str) -> str:
     """The ``Function.prepare`` format of one C declaration: "P" for a pointer, else
     the dtype's character (``get_arg_type("float x") == "f"``)."""
     return parse_c_arg(c_arg).struct_char
 
 
-def parse_c_args(arguments):
+def parse_c_args(arguments: str | Iterable[str | Argument]) -> list[Argument]:
     """Parse a comma-separated C declaration list (or a list of declarations, strings or
     already parsed arguments) into a list of VectorArg/ScalarArg."""
+    parts: Sequence[str | Argument]
     if isinstance(arguments, str):
         parts = _split_top_level(arguments)
     else:
         parts = list(arguments)
-    out = []
+    out: list[Argument] = []
     for part in parts:
         out.append(part if isinstance(part, Argument) else parse_c_arg(part))
     names = [a.name for a in out]
@@ -282,7 +308,9 @@ def parse_c_args(arguments):
     return out
 
 
-def _split_top_level(s):
+def _split_top_level(s: str) -> list[str]:
+    parts: list[str]
+    cur: list[str]
     parts, depth, cur = [], 0, []
     for ch in s:
         if ch == "<":
@@ -311,18 +339,18 @@ _fill_registry()
 import functools as _functools
 import weakref as _weakref
 
-_memoized = _weakref.WeakSet()   # the per-context caches clear_context_caches() empties
+_memoized: _weakref.WeakSet[_MemoizedFunction[..., Any]] = _weakref.WeakSet()   # the per-context caches clear_context_caches() empties
 
 
 
-def _check_context(ctx):
+def _check_context(ctx: _drv.Context) -> None:
     dev = ctx.get_device()
     assert isinstance(dev.name(), str)
     assert isinstance(dev.compute_capability(), tuple)
     assert isinstance(dev.get_attributes(), dict)
 
 
-def _test_context_done(ctx, pushed):
+def _test_context_done(ctx: _drv.Context, pushed: bool) -> None:
     import gc
 
     if pushed and _drv.Context.get_current() == ctx:
@@ -331,7 +359,7 @@ def _test_context_done(ctx, pushed):
     gc.collect()
 
 
-def _enter_test_context():
+def _enter_test_context() -> tuple[_drv.Context, bool]:
     _drv.init()
     before = _drv.Context.get_current()
     ctx = make_default_context()
@@ -343,7 +371,7 @@ def _enter_test_context():
     return ctx, pushed
 
 
-def mark_cuda_test(inner_f):
+def mark_cuda_test(inner_f: Callable[_P, object]) -> Callable[_P, None]:
     """Decorate a test so that it runs with a default context pushed (PyCUDA's name).
 
     The context is popped afterwards, the context-dependent caches are cleared and
@@ -351,7 +379,7 @@ def mark_cuda_test(inner_f):
     when pytest is importable.
     """
     @_functools.wraps(inner_f)
-    def f(*args, **kwargs):
+    def f(*args: _P.args, **kwargs: _P.kwargs) -> None:
         ctx, pushed = _enter_test_context()
         try:
             inner_f(*args, **kwargs)     # a test's result is dropped, as in PyCUDA
@@ -368,7 +396,7 @@ def mark_cuda_test(inner_f):
     return mark(f)
 
 
-def init_cuda_context_fixture():
+def init_cuda_context_fixture() -> Iterator[None]:
     """Generator for a pytest fixture: a default context pushed around each test.
 
     Use as ``yield from init_cuda_context_fixture()`` inside a fixture (PyCUDA's name).
@@ -380,10 +408,10 @@ def init_cuda_context_fixture():
         _test_context_done(ctx, pushed)
 
 
-_memo_contexts = _weakref.WeakSet()   # contexts holding memoized results
+_memo_contexts: _weakref.WeakSet[_drv.Context] = _weakref.WeakSet()   # contexts holding memoized results
 
 
-def context_dependent_memoize(func):
+def context_dependent_memoize(func: Callable[_P, _R]) -> _MemoizedFunction[_P, _R]:
     """Cache `func`'s results per current context and arguments (PyCUDA's decorator).
 
     The results live in the context's own ``kernel_cache``, so they never keep a
@@ -394,20 +422,20 @@ def context_dependent_memoize(func):
     token = ("context_dependent_memoize", func.__module__, func.__qualname__, object())
 
     @_functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         ctx = _drv.Context.get_current()
         if ctx is None:
             return func(*args, **kwargs)
         cache = ctx.kernel_cache
         key = (token, args, frozenset(kwargs.items())) if kwargs else (token, args)
         try:
-            return cache[key]
+            return cast("_R", cache[key])
         except KeyError:
             value = cache[key] = func(*args, **kwargs)
             _memo_contexts.add(ctx)
             return value
 
-    def clear_cache():
+    def clear_cache() -> None:
         for ctx in list(_memo_contexts):
             try:
                 cache = ctx.kernel_cache
@@ -417,12 +445,13 @@ def context_dependent_memoize(func):
             for key in [k for k in cache if type(k) is tuple and k and k[0] is token]:
                 del cache[key]
 
-    wrapper.clear_cache = clear_cache
-    _memoized.add(wrapper)
-    return wrapper
+    memoized = cast("_MemoizedFunction[_P, _R]", wrapper)   # the same object, typed
+    memoized.clear_cache = clear_cache
+    _memoized.add(memoized)
+    return memoized
 
 
-def clear_context_caches():
+def clear_context_caches() -> None:
     """Empty every cache of context_dependent_memoize, in every context, and the
     current context's cache of generated kernels (they are rebuilt from the disk
     cache on next use)."""
@@ -433,7 +462,7 @@ def clear_context_caches():
         ctx.kernel_cache.clear()
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> list[_MemoizedFunction[..., Any]]:
     if name == "context_dependent_memoized_functions":
         # PyCUDA's list of the memoized functions; here a snapshot of the live ones
         return list(_memoized)
