@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import warnings as _warnings
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING as _TYPE_CHECKING, cast as _cast
 
 from barecuda import driver as _drv
 from barecuda._devicedata import DeviceData, OccupancyRecord  # noqa: F401
@@ -18,7 +18,7 @@ from barecuda._pools import (  # noqa: F401  (PyCUDA's tools names)
     bitlog2,
 )
 
-if TYPE_CHECKING:   # typing-only names: nothing here is imported at run time
+if _TYPE_CHECKING:   # typing-only names: nothing here is imported at run time
     from collections.abc import Callable, Iterable, Iterator, Sequence
     from typing import Any, ParamSpec, Protocol, TypeVar
 
@@ -429,7 +429,7 @@ def context_dependent_memoize(func: Callable[_P, _R]) -> _MemoizedFunction[_P, _
         cache = ctx.kernel_cache
         key = (token, args, frozenset(kwargs.items())) if kwargs else (token, args)
         try:
-            return cast("_R", cache[key])
+            return _cast("_R", cache[key])
         except KeyError:
             value = cache[key] = func(*args, **kwargs)
             _memo_contexts.add(ctx)
@@ -445,7 +445,7 @@ def context_dependent_memoize(func: Callable[_P, _R]) -> _MemoizedFunction[_P, _
             for key in [k for k in cache if type(k) is tuple and k and k[0] is token]:
                 del cache[key]
 
-    memoized = cast("_MemoizedFunction[_P, _R]", wrapper)   # the same object, typed
+    memoized = _cast("_MemoizedFunction[_P, _R]", wrapper)   # the same object, typed
     memoized.clear_cache = clear_cache
     _memoized.add(memoized)
     return memoized
