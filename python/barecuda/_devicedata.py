@@ -7,18 +7,24 @@ and blocks per multiprocessor); the allocation granularities are the fixed
 values of every GPU since compute capability 2.0, as in PyCUDA.
 """
 
+from __future__ import annotations
+
 import math as _math
 import operator as _operator
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from barecuda import _driver
 from barecuda import driver as _drv
+
+if _TYPE_CHECKING:
+    from typing import SupportsIndex
 
 # PyCUDA's figures, used when the driver does not answer an attribute query.
 _FALLBACK_WARPS_PER_MP = 64
 _FALLBACK_BLOCKS_PER_MP = 8
 
 
-def _attribute(dev, name, fallback=None):
+def _attribute(dev: _driver.Device, name: str, fallback: int | None = None) -> int:
     try:
         return dev.get_attribute(getattr(_drv.device_attribute, name))
     except (_driver.Error, AttributeError):
@@ -27,7 +33,7 @@ def _attribute(dev, name, fallback=None):
         return fallback
 
 
-def _int_arg(value, what):
+def _int_arg(value: SupportsIndex, what: str) -> int:
     try:
         value = _operator.index(value)
     except TypeError:
@@ -35,7 +41,7 @@ def _int_arg(value, what):
     return value
 
 
-def _round_up(value, multiple):
+def _round_up(value: float, multiple: int) -> int:
     return _math.ceil(value / multiple) * multiple
 
 
@@ -49,7 +55,7 @@ class DeviceData:
     register_allocation_unit ("warp").
     """
 
-    def __init__(self, dev=None):
+    def __init__(self, dev: _driver.Device | None = None) -> None:
         if dev is None:
             dev = _driver.Context.get_device()
         if not isinstance(dev, _driver.Device):
@@ -67,7 +73,7 @@ class DeviceData:
         self.smem_granularity = 32
         self.register_allocation_unit = "warp"
 
-    def align_bytes(self, word_size=4):
+    def align_bytes(self, word_size: int = 4) -> int:
         """Distance in bytes between base addresses at which accesses of `word_size`
         bytes coalesce: 64 for 4-byte words, 128 for 8- and 16-byte words."""
         if word_size == 4:
@@ -76,27 +82,27 @@ class DeviceData:
             return 128
         raise ValueError(f"no alignment possible for fetches of size {word_size}")
 
-    def align(self, bytes, word_size=4):
+    def align(self, bytes: int, word_size: int = 4) -> int:
         """`bytes` rounded up to a multiple of align_bytes(word_size)."""
         return _round_up(bytes, self.align_bytes(word_size))
 
-    def align_words(self, word_size):
+    def align_words(self, word_size: int) -> int:
         """align_bytes(word_size) counted in words of `word_size` bytes."""
         words, rest = divmod(self.align_bytes(word_size), word_size)
         if rest:
             raise ValueError(f"alignment is not a whole number of {word_size}-byte words")
         return words
 
-    def align_dtype(self, elements, dtype_size):
+    def align_dtype(self, elements: int, dtype_size: int) -> int:
         """`elements` rounded up to a whole alignment unit of `dtype_size`-byte items."""
         return _round_up(elements, self.align_words(dtype_size))
 
-    def coalesce(self, thread_count):
+    def coalesce(self, thread_count: int) -> int:
         """`thread_count` rounded up to a multiple of 16 (a half-warp)."""
         return _round_up(thread_count, 16)
 
     @staticmethod
-    def make_valid_tex_channel_count(size):
+    def make_valid_tex_channel_count(size: int) -> int:
         """The smallest texture channel count (1, 2 or 4) holding `size` channels;
         ValueError above 4."""
         for count in (1, 2, 4):
@@ -104,7 +110,7 @@ class DeviceData:
                 return count
         raise ValueError(f"could not enlarge {size} channels to a valid texture channel count")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"DeviceData(max_threads={self.max_threads}, warp_size={self.warp_size}, "
                 f"warps_per_mp={self.warps_per_mp}, "
                 f"thread_blocks_per_mp={self.thread_blocks_per_mp})")
@@ -122,7 +128,8 @@ class OccupancyRecord:
     registers", "too much smem").
     """
 
-    def __init__(self, devdata, threads, shared_mem=0, registers=0):
+    def __init__(self, devdata: DeviceData, threads: SupportsIndex,
+                 shared_mem: SupportsIndex = 0, registers: SupportsIndex = 0) -> None:
         threads = _int_arg(threads, "threads")
         shared_mem = _int_arg(shared_mem, "shared_mem")
         registers = _int_arg(registers, "registers")
@@ -147,7 +154,7 @@ class OccupancyRecord:
         if smem > devdata.shared_memory:
             raise ValueError(f"too much smem: {smem} > {devdata.shared_memory} bytes per block")
 
-        limits = [(devdata.thread_blocks_per_mp, "device"),
+        limits: list[tuple[int, str]] = [(devdata.thread_blocks_per_mp, "device"),
                   (devdata.warps_per_mp // warps, "warps")]
         if registers > 0:
             limits.append((devdata.registers // regs, "regs"))
@@ -158,6 +165,6 @@ class OccupancyRecord:
         self.warps_per_mp = self.tb_per_mp * warps
         self.occupancy = self.warps_per_mp / devdata.warps_per_mp
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"OccupancyRecord(tb_per_mp={self.tb_per_mp}, limited_by={self.limited_by!r}, "
                 f"occupancy={self.occupancy:.3f})")
