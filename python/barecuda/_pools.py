@@ -5,14 +5,27 @@ Shared by barecuda.driver and barecuda.tools, which both re-export these names (
 PyCUDA's driver and tools do); this module imports only the C extension.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any, Generic, TypeVar
+
 import numpy as _np
 
 from barecuda import _driver as _bc_driver
 
 _drv = _bc_driver
 
+if _TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import SupportsIndex, TextIO
 
-def bitlog2(n):
+    import numpy.typing as npt
+
+_B = TypeVar("_B")   # a pool's block: a DeviceAllocation, or a uint8 host array
+
+
+def bitlog2(n: int) -> int:
     """Position of the highest set bit of the positive int n (floor(log2(n)))."""
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"bitlog2() takes an int, not {type(n).__name__}")
@@ -34,7 +47,7 @@ _POOL_MANTISSA_BITS = 2
 _POOL_MIN_SIZE = 256
 
 
-def _pool_bin_number(size):
+def _pool_bin_number(size: int) -> int:
     size = max(int(size), _POOL_MIN_SIZE)
     step = 1 << (bitlog2(size) - _POOL_MANTISSA_BITS)
     rounded = -(-size // step) * step
@@ -43,13 +56,13 @@ def _pool_bin_number(size):
     return (exp << _POOL_MANTISSA_BITS) | mantissa
 
 
-def _pool_alloc_size(bin_nr):
+def _pool_alloc_size(bin_nr: int) -> int:
     exp = bin_nr >> _POOL_MANTISSA_BITS
     mantissa = bin_nr & ((1 << _POOL_MANTISSA_BITS) - 1)
     return ((1 << _POOL_MANTISSA_BITS) | mantissa) << (exp - _POOL_MANTISSA_BITS)
 
 
-def _pool_check_size(nbytes):
+def _pool_check_size(nbytes: SupportsIndex) -> int:
     if not isinstance(nbytes, int) or isinstance(nbytes, bool):
         try:
             nbytes = nbytes.__index__()
@@ -60,11 +73,11 @@ def _pool_check_size(nbytes):
     return nbytes
 
 
-class _BlockPool:
+class _BlockPool(Generic[_B]):
     """Bins of free blocks and the counters both pools share."""
 
-    def __init__(self):
-        self._bins = {}
+    def __init__(self) -> None:
+        self._bins: dict[int, list[_B]] = {}
         self._holding = True
         self.active_blocks = 0
         self.active_bytes = 0
@@ -73,16 +86,21 @@ class _BlockPool:
     bin_number = staticmethod(_pool_bin_number)
     alloc_size = staticmethod(_pool_alloc_size)
 
+    if _TYPE_CHECKING:   # what each pool provides
+        def _allocate_block(self, size: int) -> _B: raise NotImplementedError
+        def _block_dead(self, block: _B) -> bool: raise NotImplementedError
+        def _free_block(self, block: _B) -> None: ...
+
     @property
-    def held_blocks(self):
+    def held_blocks(self) -> int:
         """Blocks kept for reuse (not lent out)."""
         return sum(len(b) for b in self._bins.values())
 
     @property
-    def held_bytes(self):
+    def held_bytes(self) -> int:
         return sum(self.alloc_size(nr) * len(b) for nr, b in self._bins.items())
 
-    def _take(self, nbytes):
+    def _take(self, nbytes: int) -> tuple[int, _B]:
         nr = self.bin_number(nbytes)
         blocks = self._bins.get(nr)
         if blocks:
@@ -99,7 +117,7 @@ class _BlockPool:
         self.active_bytes += self.alloc_size(nr)
         return nr, block
 
-    def _give_back(self, nr, block):
+    def _give_back(self, nr: int, block: _B) -> None:
         size = self.alloc_size(nr)
         self.active_blocks -= 1
         self.active_bytes -= size
@@ -109,7 +127,7 @@ class _BlockPool:
             self.managed_bytes -= size
             self._free_block(block)
 
-    def free_held(self):
+    def free_held(self) -> None:
         """Release every held block to the driver now."""
         bins, self._bins = self._bins, {}
         for nr, blocks in bins.items():
@@ -117,13 +135,13 @@ class _BlockPool:
                 self.managed_bytes -= self.alloc_size(nr)
                 self._free_block(block)
 
-    def stop_holding(self):
+    def stop_holding(self) -> None:
         """Release held blocks and stop keeping returned ones."""
         self._holding = False
         self.free_held()
 
 
-class DeviceMemoryPool(_BlockPool):
+class DeviceMemoryPool(_BlockPool[_drv.DeviceAllocation]):
     """A caching allocator of device memory (PyCUDA's ``tools.DeviceMemoryPool``).
 
     ``allocate(nbytes)`` returns a ``driver.PooledDeviceAllocation``; its
@@ -132,25 +150,25 @@ class DeviceMemoryPool(_BlockPool):
     (default ``driver.mem_alloc``).
     """
 
-    def __init__(self, allocator=None):
+    def __init__(self, allocator: Callable[[int], _drv.DeviceAllocation] | None = None) -> None:
         super().__init__()
         self._allocator = allocator or _drv.mem_alloc
 
-    def _allocate_block(self, size):
+    def _allocate_block(self, size: int) -> _drv.DeviceAllocation:
         return self._allocator(size)
 
     @staticmethod
-    def _block_dead(block):
+    def _block_dead(block: _drv.DeviceAllocation) -> bool:
         return block.freed or block.context is None or _context_detached(block.context)
 
     @staticmethod
-    def _free_block(block):
+    def _free_block(block: _drv.DeviceAllocation) -> None:
         try:
             block.free()
         except _drv.LogicError:
             pass
 
-    def allocate(self, nbytes):
+    def allocate(self, nbytes: SupportsIndex) -> _drv.PooledDeviceAllocation:
         """allocate(nbytes): a PooledDeviceAllocation of at least `nbytes` bytes.
 
         Reuses a held block of the size class when there is one, else asks the
@@ -164,11 +182,11 @@ class DeviceMemoryPool(_BlockPool):
 
     __call__ = allocate
 
-    def _return_block(self, block):
+    def _return_block(self, block: _drv.DeviceAllocation) -> None:
         self._give_back(self.bin_number(block.size), block)
 
 
-def _context_detached(ctx):
+def _context_detached(ctx: _drv.Context) -> bool:
     return bool(ctx.released)
 
 
@@ -181,11 +199,12 @@ class PooledHostAllocation:
 
     __slots__ = ("_pool", "_nr", "_block", "__array_interface__", "__weakref__")
 
-    def __init__(self, pool, nr, block, shape, dtype, order):
+    def __init__(self, pool: PageLockedMemoryPool, nr: int, block: npt.NDArray[Any],
+                 shape: tuple[int, ...], dtype: _np.dtype[Any], order: str) -> None:
         self._pool = pool
         self._nr = nr
-        self._block = block
-        strides = None
+        self._block: npt.NDArray[Any] | None = block
+        strides: list[int] | tuple[int, ...] | None = None
         if order in ("F", "f") and len(shape) > 1:
             strides, step = [], dtype.itemsize
             for n in shape:
@@ -201,7 +220,7 @@ class PooledHostAllocation:
             "strides": strides,
         }
 
-    def free(self):
+    def free(self) -> None:
         """Give the block back to its pool now (idempotent).
 
         Every array using this block must no longer be used afterwards: the pool may
@@ -211,7 +230,7 @@ class PooledHostAllocation:
         if block is not None:
             self._pool._give_back(self._nr, block)
 
-    def __del__(self):
+    def __del__(self) -> None:
         self.free()
 
 
@@ -223,7 +242,7 @@ class PageLockedAllocator:
     byte count returns a uint8 NumPy array in new page-locked memory.
     """
 
-    def __init__(self, flags=0):
+    def __init__(self, flags: SupportsIndex = 0) -> None:
         if not isinstance(flags, int) or isinstance(flags, bool):
             try:
                 flags = flags.__index__()
@@ -235,17 +254,17 @@ class PageLockedAllocator:
                              "(allowed: PORTABLE 0x1, DEVICEMAP 0x2, WRITECOMBINED 0x4)")
         self.flags = flags
 
-    def __call__(self, nbytes):
+    def __call__(self, nbytes: SupportsIndex) -> npt.NDArray[Any]:
         """A uint8 array of `nbytes` bytes in new page-locked host memory."""
         return _drv.pagelocked_empty(_pool_check_size(nbytes), _np.uint8, mem_flags=self.flags)
 
     allocate = __call__
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"PageLockedAllocator(flags={self.flags:#x})"
 
 
-class PageLockedMemoryPool(_BlockPool):
+class PageLockedMemoryPool(_BlockPool["npt.NDArray[Any]"]):
     """A caching allocator of page-locked host arrays (PyCUDA's ``PageLockedMemoryPool``).
 
     ``allocate(shape, dtype, order="C")`` returns a NumPy array in pinned memory
@@ -254,7 +273,7 @@ class PageLockedMemoryPool(_BlockPool):
     `allocator` is a PageLockedAllocator (default: flags 0) making new blocks.
     """
 
-    def __init__(self, allocator=None):
+    def __init__(self, allocator: PageLockedAllocator | SupportsIndex | None = None) -> None:
         super().__init__()
         if allocator is None:
             allocator = PageLockedAllocator()
@@ -263,21 +282,22 @@ class PageLockedMemoryPool(_BlockPool):
             allocator = PageLockedAllocator(allocator)
         self.allocator = allocator
 
-    def _allocate_block(self, size):
+    def _allocate_block(self, size: int) -> npt.NDArray[Any]:
         return self.allocator(size)
 
     @staticmethod
-    def _block_dead(block):
-        return block.base.freed
+    def _block_dead(block: npt.NDArray[Any]) -> bool:
+        return bool(block.base.freed)  # type: ignore[union-attr]  # base: the C host buffer
 
     @staticmethod
-    def _free_block(block):
+    def _free_block(block: npt.NDArray[Any]) -> None:
         try:
-            block.base.free()
+            block.base.free()  # type: ignore[union-attr]  # base: the C host buffer
         except (_drv.LogicError, BufferError):
             pass
 
-    def allocate(self, shape, dtype=None, order="C"):
+    def allocate(self, shape: int | Sequence[SupportsIndex],
+                 dtype: npt.DTypeLike | None = None, order: str = "C") -> npt.NDArray[Any]:
         """allocate(shape, dtype=None, order="C"): an empty NumPy array in pooled page-locked memory.
 
         As ``numpy.empty(shape, dtype, order)``; the array's ``.base`` is a
@@ -311,7 +331,8 @@ class DebugMemoryPool(DeviceMemoryPool):
     for Enter after each report.
     """
 
-    def __init__(self, interactive=True, logfile=None, allocator=None):
+    def __init__(self, interactive: bool = True, logfile: TextIO | None = None,
+                 allocator: Callable[[int], _drv.DeviceAllocation] | None = None) -> None:
         super().__init__(allocator)
         self.last_free, _ = _drv.mem_get_info()
         self.interactive = bool(interactive)
@@ -322,10 +343,11 @@ class DebugMemoryPool(DeviceMemoryPool):
         self.logfile = logfile
         import weakref
 
-        self.blocks = weakref.WeakKeyDictionary()   # lent allocation -> (size, origin)
-        self.stacktrace_mnemonics = {}
+        self.blocks: weakref.WeakKeyDictionary[_drv.PooledDeviceAllocation, tuple[int, str]] = \
+            weakref.WeakKeyDictionary()   # lent allocation -> (size, origin)
+        self.stacktrace_mnemonics: dict[tuple[tuple[str, ...], int], str] = {}
 
-    def allocate(self, size):
+    def allocate(self, size: SupportsIndex) -> _drv.PooledDeviceAllocation:
         """allocate(size): DeviceMemoryPool.allocate(size), reported first (see the class)."""
         import os
         import traceback
@@ -333,7 +355,7 @@ class DebugMemoryPool(DeviceMemoryPool):
         size = _pool_check_size(size)
         stack = tuple(frame.name for frame in traceback.extract_stack()[:-1])
         origin = self.describe(stack, size)
-        counts = {}
+        counts: dict[tuple[int, str], int] = {}
         for key in self.blocks.values():
             counts[key] = counts.get(key, 0) + 1
         common = os.path.commonprefix([o for _, o in counts]) if counts else ""
@@ -350,9 +372,9 @@ class DebugMemoryPool(DeviceMemoryPool):
         self.last_free, _ = _drv.mem_get_info()
         return result
 
-    __call__ = allocate
+    __call__ = allocate  # type: ignore[assignment]  # PyCUDA names the argument size
 
-    def describe(self, stack, size):
+    def describe(self, stack: tuple[str, ...], size: int) -> str:
         """The name of the call site `stack` (function names, outermost first):
         "|"-joined names, or in interactive mode a name asked for once per site."""
         if not self.interactive:
