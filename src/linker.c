@@ -41,6 +41,8 @@ typedef struct {
 
 static const char *const input_names[] = {"CUBIN", "PTX", "FATBINARY", "OBJECT", "LIBRARY",
                                           "NVVM"};
+_Static_assert(BC_COUNT(input_names) >= CU_JIT_NUM_INPUT_TYPES,
+               "input_names must name every CUjitInputType the headers have");
 
 /* ------------------------------------------------------------ helpers */
 
