@@ -979,7 +979,9 @@ host_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int to_arr
                           : "dest must be a writable contiguous host buffer");
         return buffer_error(what, host);
     }
-    if (bc_arg_plain_host(host, &view, name, to_array ? "src" : "dest") < 0) {
+    /* the index's __index__ or the buffer's exporter may have freed the Array */
+    if (bc_arg_plain_host(host, &view, name, to_array ? "src" : "dest") < 0 ||
+        array_usable(st, a) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -1104,6 +1106,10 @@ device_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int kind
               array_span(st, args[2], args[3], len, fn, "source", &b, &off_b) < 0;
     }
     if (bad)
+        return NULL;
+    /* A later argument's conversion (__index__, __cuda_array_interface__) runs
+     * Python code that may have freed an Array checked before it: check again. */
+    if (array_usable(st, a) < 0 || (b != NULL && array_usable(st, b) < 0))
         return NULL;
     CUresult rc = CUDA_SUCCESS;
     if (len > 0) {

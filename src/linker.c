@@ -41,6 +41,8 @@ typedef struct {
 
 static const char *const input_names[] = {"CUBIN", "PTX", "FATBINARY", "OBJECT", "LIBRARY",
                                           "NVVM"};
+_Static_assert(BC_COUNT(input_names) >= CU_JIT_NUM_INPUT_TYPES,
+               "input_names must name every CUjitInputType the headers have");
 
 /* ------------------------------------------------------------ helpers */
 
@@ -403,19 +405,23 @@ linker_link_module(bc_Linker *self, PyObject *Py_UNUSED(ignored))
                      : bc_drv.cuLinkComplete(self->state, &image, &size);
     bc_context_leave(entered);
     Py_END_ALLOW_THREADS
-    self->busy = 0;
     if (rc != CUDA_SUCCESS) {
+        self->busy = 0;
         linker_fail(st, self, rc, "cuLinkComplete");
         return NULL;
     }
-    /* The image belongs to the link state: load it before the state goes. */
+    /* The image belongs to the link state: load it before the state goes.  The
+     * load releases the GIL, so stay busy: a close() from another thread
+     * meanwhile would destroy the state and the image with it. */
     int entered2 = bc_context_enter(self->ctx);
     if (entered2 < 0) {
+        self->busy = 0;
         bc_error_raise(st, CUDA_ERROR_INVALID_CONTEXT, "cuCtxPushCurrent");
         return NULL;
     }
     PyObject *module = bc_module_load_image(st, image, NULL, NULL);
     bc_context_leave(entered2);
+    self->busy = 0;
     if (module == NULL)
         return NULL;
     if (self->handler != NULL) {

@@ -516,6 +516,9 @@ allocation_as_buffer(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs
     PyObject *out = bc_host_view(st, (PyObject *)self, &self->exports, self->ptr, self->size,
                                  size, offset, "as_buffer");
     bc_context_leave(entered);
+    /* size's or offset's __index__ runs Python code that may have freed it */
+    if (out != NULL && allocation_usable(st, self) < 0)
+        Py_CLEAR(out);
     return out;
 }
 

@@ -688,3 +688,41 @@ def test_page_locked_pool_with_allocator(ctx):
     a[:] = RNG.standard_normal((10, 3))
     assert a.base.__class__ is tools.PooledHostAllocation
     assert pool.active_blocks == 1
+
+
+class _Freeing:
+    """An int-like whose __index__ first frees `obj`: re-entrancy into a call."""
+
+    def __init__(self, obj, value=0):
+        self.obj, self.value = obj, value
+
+    def __index__(self):
+        self.obj.free()
+        return self.value
+
+
+@pytest.mark.gpu
+def test_device_array_copies_when_an_index_frees_the_array(ctx):
+    d = drv.mem_alloc(64)
+    a = _array1d(16)
+    with pytest.raises(drv.LogicError, match="freed"):
+        drv.memcpy_dtoa(a, _Freeing(a), d, 64)
+    dest, src = _array1d(16), _array1d(16)
+    with pytest.raises(drv.LogicError, match="freed"):
+        drv.memcpy_atoa(dest, _Freeing(dest), src, 0, 16)
+    with pytest.raises(drv.LogicError, match="freed"):
+        drv.memcpy_atoa(_array1d(16), 0, src, _Freeing(src), 16)
+    b = _array1d(16)
+    with pytest.raises(drv.LogicError, match="freed"):
+        drv.memcpy_htoa(b, _Freeing(b), np.zeros(4, np.float32))
+
+
+@pytest.mark.gpu
+def test_as_buffer_when_its_size_frees_the_allocation(ctx):
+    m = drv.managed_zeros((16,), np.float32)
+    ctx.synchronize()
+    mem = m.base
+    del m
+    # freed before the driver is asked (unknown address) or after (re-checked)
+    with pytest.raises(drv.LogicError, match="freed|not memory CUDA knows of"):
+        mem.as_buffer(_Freeing(mem, 64))
