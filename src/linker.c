@@ -41,8 +41,13 @@ typedef struct {
 
 static const char *const input_names[] = {"CUBIN", "PTX", "FATBINARY", "OBJECT", "LIBRARY",
                                           "NVVM"};
-_Static_assert(BC_COUNT(input_names) >= CU_JIT_NUM_INPUT_TYPES,
-               "input_names must name every CUjitInputType the headers have");
+
+/* The name of an input type, for messages (newer headers may add types). */
+static const char *
+input_name(CUjitInputType type)
+{
+    return (size_t)type < BC_COUNT(input_names) ? input_names[type] : "input";
+}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -228,7 +233,7 @@ add_data_impl(bc_Linker *self, PyObject *data, CUjitInputType type, PyObject *na
     char *copy = NULL;
     size_t size = (size_t)len;
     if (len == 0) {
-        PyErr_Format(PyExc_ValueError, "%s data is empty", input_names[type]);
+        PyErr_Format(PyExc_ValueError, "%s data is empty", input_name(type));
         goto done;
     }
     if (type == CU_JIT_INPUT_PTX && src[len - 1] != '\0') {
