@@ -350,25 +350,24 @@ def _check_context(ctx: _drv.Context) -> None:
     assert isinstance(dev.get_attributes(), dict)
 
 
-def _test_context_done(ctx: _drv.Context, pushed: bool) -> None:
+def _test_context_done(ctx: _drv.Context) -> None:
     import gc
 
-    if pushed and _drv.Context.get_current() == ctx:
+    if _drv.Context.get_current() == ctx:
         _drv.Context.pop()
     clear_context_caches()
     gc.collect()
 
 
-def _enter_test_context() -> tuple[_drv.Context, bool]:
+def _enter_test_context() -> _drv.Context:
+    """The default context, pushed exactly once by us (so the test's pop is ours)."""
     _drv.init()
     before = _drv.Context.get_current()
-    ctx = make_default_context()
-    pushed = before != ctx
-    if not pushed:            # already current: push it once more, so the pop is ours
+    ctx = make_default_context()      # pushes it unless it was current already
+    if before == ctx:
         ctx.push()
-        pushed = True
     _check_context(ctx)
-    return ctx, pushed
+    return ctx
 
 
 def mark_cuda_test(inner_f: Callable[_P, object]) -> Callable[_P, None]:
@@ -380,11 +379,11 @@ def mark_cuda_test(inner_f: Callable[_P, object]) -> Callable[_P, None]:
     """
     @_functools.wraps(inner_f)
     def f(*args: _P.args, **kwargs: _P.kwargs) -> None:
-        ctx, pushed = _enter_test_context()
+        ctx = _enter_test_context()
         try:
             inner_f(*args, **kwargs)     # a test's result is dropped, as in PyCUDA
         finally:
-            _test_context_done(ctx, pushed)
+            _test_context_done(ctx)
 
     try:
         import pytest
@@ -401,11 +400,11 @@ def init_cuda_context_fixture() -> Iterator[None]:
 
     Use as ``yield from init_cuda_context_fixture()`` inside a fixture (PyCUDA's name).
     """
-    ctx, pushed = _enter_test_context()
+    ctx = _enter_test_context()
     try:
         yield
     finally:
-        _test_context_done(ctx, pushed)
+        _test_context_done(ctx)
 
 
 _memo_contexts: _weakref.WeakSet[_drv.Context] = _weakref.WeakSet()   # contexts holding memoized results
