@@ -289,7 +289,7 @@ def test_elementwise_rejects_host_arrays_with_dlpack():
 def test_bench_section_is_registered():
     from barecuda import bench
     assert "interop" in bench.SECTIONS
-    import barecuda._bench_interop as b
+    import barecuda.bench.interop as b
     assert callable(b.run)
 
 

@@ -587,12 +587,14 @@ def test_function_keeps_module_alive(ctx):
 
 @pytest.mark.gpu
 def test_bench_launch_rows(ctx, monkeypatch):
-    from barecuda import _bench_launch
-    monkeypatch.setattr(_bench_launch, "REPEATS", 3)
-    monkeypatch.setattr(_bench_launch, "N", 50)
-    rows = _bench_launch.run()
+    from barecuda.bench import launch
+    monkeypatch.setattr(launch, "REPEATS", 3)
+    monkeypatch.setattr(launch, "N", 50)
+    rows = launch.run()
     names = [r["name"] for r in rows]
-    assert any("__call__" in n and "4 args" in n for n in names)
+    for n in launch.ARG_COUNTS:
+        assert f"launch __call__, empty kernel, {n} args" in names
+        assert f"launch prepared_call, {n} args" in names
     assert any("graph replay" in n for n in names)
     for r in rows:
         if r["value"] is not None:

@@ -576,9 +576,9 @@ def test_bench_copy_floor(ctx, kind):
 
 @pytest.mark.gpu
 def test_copies_bench_section(ctx, monkeypatch):
-    from barecuda import _bench_copies
-    monkeypatch.setattr(_bench_copies, "ROUNDS", 1)
-    rows = _bench_copies.run()
+    from barecuda.bench import copies
+    monkeypatch.setattr(copies, "ROUNDS", 1)
+    rows = copies.run()
     names = [r["name"] for r in rows]
     assert "htod pinned 256 MiB bandwidth" in names and "dtod 256 MiB bandwidth (read+write)" in names
     assert all(r["value"] > 0 and r["ratio"] > 0 for r in rows)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Memory: device, pitched, stream-ordered, pinned, aligned, registered, managed and
-IPC memory, pointer attributes, the memory pools of tools, and the bench framework.
+IPC memory, pointer attributes, and the memory pools of tools.
 
 CPU tests cover what is checked before the driver is touched; GPU tests check every
 kind of memory with random data against NumPy.
@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 import pytest
 
-from barecuda import bench, tools
+from barecuda import tools
 from barecuda import driver as drv
 
 HAF = drv.host_alloc_flags
@@ -174,32 +174,6 @@ def test_signatures():
                drv.pointer_get_attributes, drv.mem_get_ipc_handle, drv.mem_alloc_pitch):
         assert inspect.signature(fn) is not None
     assert str(inspect.signature(drv.mem_alloc_async)) == "(nbytes, stream=None, pool=None)"
-
-
-def test_bench_framework(monkeypatch, capsys):
-    assert bench._load("no_such_section") is None
-    rows, errors = bench.collect(["nope"])
-    assert rows == [] and errors[0]["error"] == "unknown section 'nope'"
-    table = bench.format_table([{"section": "s", "name": "x", "value": 1.5, "unit": "us",
-                                 "ratio": 0.99, "vs": "C loop", "note": None}],
-                               [{"section": "t", "error": "boom"}])
-    assert "x" in table and "1.5" in table and "0.99" in table and "ERROR in section t: boom" in table
-
-    import sys
-    import types
-    fake = types.ModuleType("barecuda._bench_gpuarray")
-    fake.run = lambda: [{"name": "fake", "value": 2.0, "unit": "GB/s"}]
-    bad = types.ModuleType("barecuda._bench_interop")
-
-    def boom():
-        raise RuntimeError("kaput")
-    bad.run = boom
-    monkeypatch.setitem(sys.modules, "barecuda._bench_gpuarray", fake)
-    monkeypatch.setitem(sys.modules, "barecuda._bench_interop", bad)
-    rows, errors = bench.collect(["gpuarray", "interop"])
-    assert rows == [{"name": "fake", "value": 2.0, "unit": "GB/s", "ratio": None, "vs": None,
-                     "note": None, "section": "gpuarray"}]
-    assert errors[0]["section"] == "interop" and "kaput" in errors[0]["error"]
 
 
 # ------------------------------------------------------------------ GPU tests

@@ -1,51 +1,91 @@
 # SPDX-License-Identifier: MIT
-"""``python -m barecuda.bench [--json FILE] [--only NAME ...]``: barecuda's figures.
+"""barecuda's benchmark: ``python -m barecuda.bench [--json FILE] [--svg FILE] [--only NAME ...]``.
 
-Each section is a module ``barecuda._bench_<name>`` with ``run()`` returning a
-list of dicts with keys ``name``, ``value``, ``unit``, ``ratio``, ``vs`` and
-``note`` (any of the last four may be None).  ``ratio`` compares the figure
-with what ``vs`` names; each section's docstring says which way it is taken
-(times over times for launches: less is better; rates over rates for copies:
-more is better).  Sections run in the fixed order of
-SECTIONS; a section whose module does not exist is skipped silently, a section
-that fails is reported and the others still run.  A table goes to stdout and,
-with ``--json``, the rows and errors to a file.
+Importable without a GPU: ``collect()`` runs sections and returns ``(rows, errors)``;
+``interleaved_times`` and ``row`` are the helpers the sections share;
+``format_table`` and ``launch_chart_svg`` render the rows (``__main__`` is the
+command line).
 
-Importable as ``barecuda.bench``: ``collect()`` returns ``(rows, errors)``.
+Sections
+--------
+``SECTIONS`` lists the sections in the order they run, by the names users type
+after ``--only``.  Section ``NAME`` lives in the module ``barecuda.bench.NAME``
+(``NAME_`` when ``NAME`` is a Python keyword: section ``import`` is
+``bench/import_.py``; see ``module_name``).  Adding a section takes two steps:
+write ``bench/NAME.py`` (and add it to meson.build's install list), then list
+``NAME`` in ``SECTIONS``.  A listed section whose module is not installed is
+skipped silently, so the list may name a module still to come.
+
+The contract of a section module:
+
+- It imports without a GPU or a driver (no device work at import time; import
+  CuPy and other peers inside ``run``, and treat their absence as a note).
+- ``run()`` takes no arguments and returns a list of dicts with the keys
+  ``name`` (unique within the section), ``value`` (a number, or None when the
+  figure could not be taken), ``unit``, ``ratio``, ``vs`` and ``note``; any of
+  the last four may be missing or None.  ``ratio`` compares ``value`` with what
+  ``vs`` names; the module's docstring says which way it is taken (times over
+  times for launches: less is better; rates over rates for copies: more is
+  better).  ``row()`` builds such a dict.
+- A figure that cannot be taken (a peer missing, an operation not supported)
+  becomes a row with ``value=None`` and a note; an exception escaping ``run()``
+  fails the whole section, which ``collect`` reports while the other sections
+  still run.
+- Figures that compare two things are taken in the same process run, rounds of
+  the two alternating (``interleaved_times``), so drift favours neither.
 """
 
-import argparse
+from __future__ import annotations
+
 import importlib
-import json
+import importlib.util
+import keyword
 import platform
 import statistics
-import sys
 import time
 import traceback
+from types import ModuleType
+from typing import IO, Any, Callable, Iterable, Sequence
 
-SECTIONS = ["copies", "launch", "compile", "gpuarray", "interop", "import"]
+SECTIONS = ["copies", "launch", "compile", "gpuarray", "elementwise", "interop", "import"]
 
 _KEYS = ("name", "value", "unit", "ratio", "vs", "note")
 
+Row = dict[str, Any]
 
-def interleaved_times(fns, syncs=None, iterations=2000, rounds=21, warmup=1):
+
+def module_name(section: str) -> str:
+    """The module that holds `section`: ``barecuda.bench.<section>``, with a
+    trailing underscore when the name is a Python keyword (``import_``)."""
+    return f"{__name__}.{section}_" if keyword.iskeyword(section) else f"{__name__}.{section}"
+
+
+def row(name: str, value: float | None, unit: str, ratio: float | None = None,
+        vs: str | None = None, note: str | None = None) -> Row:
+    """One figure as a section returns it."""
+    return {"name": name, "value": value, "unit": unit, "ratio": ratio, "vs": vs, "note": note}
+
+
+def interleaved_times(fns: Sequence[Callable[[], object]],
+                      syncs: Iterable[Callable[[], object] | None] | None = None,
+                      iterations: int = 2000, rounds: int = 21, warmup: int = 1) -> list[float]:
     """Median seconds per call of each of `fns`, timed in `rounds` rounds that each
     run every function's loop of `iterations` calls once, in turn, so that all of
     them see the same host and GPU state (clocks, other load) and a drift favours
     none.  ``syncs[i]`` (if given) is called after each loop of ``fns[i]`` and is
     inside its time (device work is then counted to its end).  Each function is
     first called `warmup` times."""
-    syncs = list(syncs) if syncs is not None else [None] * len(fns)
-    if len(syncs) != len(fns):
-        raise ValueError(f"{len(fns)} functions but {len(syncs)} syncs")
-    for fn, sync in zip(fns, syncs):
+    sync_list = list(syncs) if syncs is not None else [None] * len(fns)
+    if len(sync_list) != len(fns):
+        raise ValueError(f"{len(fns)} functions but {len(sync_list)} syncs")
+    for fn, sync in zip(fns, sync_list):
         for _ in range(warmup):
             fn()
         if sync is not None:
             sync()
-    times = [[] for _ in fns]
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
-        for fn, sync, ts in zip(fns, syncs, times):
+        for fn, sync, ts in zip(fns, sync_list, times):
             t0 = time.perf_counter()
             for _ in range(iterations):
                 fn()
@@ -55,9 +95,9 @@ def interleaved_times(fns, syncs=None, iterations=2000, rounds=21, warmup=1):
     return [statistics.median(ts) for ts in times]
 
 
-def _load(name):
-    """The section module, or None when it does not exist."""
-    modname = f"barecuda._bench_{name}"
+def _load(section: str) -> ModuleType | None:
+    """The section's module, or None when it is not installed."""
+    modname = module_name(section)
     try:
         return importlib.import_module(modname)
     except ModuleNotFoundError as exc:
@@ -66,13 +106,22 @@ def _load(name):
         raise
 
 
-def collect(sections=None, out=None):
+def available() -> list[str]:
+    """The sections of SECTIONS whose modules are installed, in order."""
+    return [s for s in SECTIONS if importlib.util.find_spec(module_name(s)) is not None]
+
+
+def collect(sections: Iterable[str] | None = None,
+            out: IO[str] | None = None) -> tuple[list[Row], list[dict[str, str]]]:
     """Run the sections (all of SECTIONS by default); returns (rows, errors).
 
-    Each row is a dict of _KEYS plus ``section``; each error a dict with
-    ``section`` and ``error`` (the traceback's last line) and ``traceback``.
+    Each row is a dict of the keys ``name``, ``value``, ``unit``, ``ratio``, ``vs``,
+    ``note`` plus ``section``; each error a dict with ``section``, ``error`` (the
+    exception's last line) and ``traceback``.  A name not in SECTIONS is an error;
+    progress lines go to `out` when given.
     """
-    rows, errors = [], []
+    rows: list[Row] = []
+    errors: list[dict[str, str]] = []
     for name in sections or SECTIONS:
         if name not in SECTIONS:
             errors.append({"section": name, "error": f"unknown section {name!r}", "traceback": ""})
@@ -91,8 +140,8 @@ def collect(sections=None, out=None):
             errors.append({"section": name, "error": f"{type(exc).__name__}: {exc}",
                            "traceback": traceback.format_exc()})
             continue
-        for row in got or []:
-            full = {key: row.get(key) for key in _KEYS}
+        for r in got or []:
+            full = {key: r.get(key) for key in _KEYS}
             full["section"] = name
             rows.append(full)
         if out is not None:
@@ -100,7 +149,7 @@ def collect(sections=None, out=None):
     return rows, errors
 
 
-def _fmt(value):
+def _fmt(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
@@ -110,7 +159,7 @@ def _fmt(value):
     return str(value)
 
 
-def format_table(rows, errors=()):
+def format_table(rows: Iterable[Row], errors: Iterable[dict[str, str]] = ()) -> str:
     """The rows as a plain-text table (and the errors after it)."""
     head = ("section", "name", "value", "unit", "ratio", "vs", "note")
     cells = [head] + [tuple(_fmt(r.get(k)) for k in head) for r in rows]
@@ -135,9 +184,9 @@ _CHART = [
 ]
 
 
-def launch_chart_svg(rows):
+def launch_chart_svg(rows: Iterable[Row]) -> str | None:
     """An SVG bar chart (standard library only) of the launch overhead rows, with
-    the C floor of the __call__ row as the first bar."""
+    the C floor of the __call__ row as the first bar; None without launch rows."""
     by_name = {r["name"]: r for r in rows if r.get("section") == "launch"}
     bars = []
     first = by_name.get(_CHART[0][0])
@@ -166,8 +215,10 @@ def launch_chart_svg(rows):
     return "\n".join(out) + "\n"
 
 
-def _environment():
-    env = {"python": platform.python_version(), "platform": platform.platform()}
+def environment() -> dict[str, Any]:
+    """Python, platform, CUDA headers, driver and devices, for the JSON file; a
+    missing driver is recorded, not raised."""
+    env: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
     try:
         from barecuda import driver as drv
 
@@ -181,36 +232,3 @@ def _environment():
     except Exception as exc:  # noqa: BLE001
         env["import_error"] = str(exc)
     return env
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m barecuda.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
-    parser.add_argument("--only", nargs="+", metavar="SECTION", choices=SECTIONS,
-                        help="run only these sections")
-    parser.add_argument("--svg", metavar="FILE", help="also draw the launch figures as an SVG chart")
-    parser.add_argument("--from-json", metavar="FILE",
-                        help="run nothing: read the rows of an earlier --json FILE (for --svg)")
-    args = parser.parse_args(argv)
-    if args.from_json:
-        with open(args.from_json) as f:
-            rows, errors = json.load(f)["rows"], []
-    else:
-        rows, errors = collect(args.only, out=sys.stderr)
-    sys.stdout.write(format_table(rows, errors))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": _environment(), "rows": rows, "errors": errors}, f, indent=2)
-            f.write("\n")
-    if args.svg:
-        svg = launch_chart_svg(rows)
-        if svg is None:
-            sys.stderr.write("no launch figures to draw\n")
-        else:
-            with open(args.svg, "w") as f:
-                f.write(svg)
-    return 1 if errors else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -133,7 +133,7 @@ def run():
                          None if ok else "WRONG RESULT"))
         if t_cp is not None:
             rows.append(_row(name + " vs CuPy", g, "GB/s", t_cp / t, "cupy sum (CUB)"))
-    del x, y, z
+    x = y = z = None  # free 3 GiB before the next figures
 
     # ---- small ops
     a = gpuarray.to_gpu(rng.random(N_SMALL, dtype=np.float32))
