@@ -29,9 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--from-json", metavar="FILE",
                         help="run nothing: read the rows of an earlier --json FILE (for --svg)")
     args = parser.parse_args(argv)
+    errors: list[dict[str, str]] = []
     if args.from_json:
         with open(args.from_json) as f:
-            rows, errors = json.load(f)["rows"], []
+            rows = json.load(f)["rows"]
     else:
         rows, errors = bench.collect(args.only, out=sys.stderr)
     sys.stdout.write(bench.format_table(rows, errors))

@@ -18,6 +18,7 @@ GPUArray refuses gives a row without a value that says so.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -139,11 +140,11 @@ def run() -> list[dict[str, Any]]:
                 rows.append(make_row(case, size, None,
                                      note=f"not supported: {type(exc).__name__}: {exc}"))
                 continue
-            fns: list[Callable[[], object]] = [lambda x=x, y=y, op=case.op: op(x, y)]
+            fns: list[Callable[[], object]] = [functools.partial(case.op, x, y)]
             syncs: list[Callable[[], object] | None] = [drv.Context.synchronize]
             if cp is not None:
                 cx, cy = cp.asarray(hx)[s], cp.asarray(hy)[s]
-                fns.append(lambda cx=cx, cy=cy, op=case.op: op(cx, cy))
+                fns.append(functools.partial(case.op, cx, cy))
                 syncs.append(cp.cuda.Device().synchronize)
             iters = ITERATIONS_SMALL if size == SMALL else ITERATIONS_LARGE
             times = interleaved_times(fns, syncs, iterations=iters, rounds=ROUNDS)
