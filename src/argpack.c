@@ -28,6 +28,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <time.h>
 
 /* ------------------------------------------------------------ NumPy scalars */
 
@@ -43,6 +44,19 @@ typedef struct {
 
 static scalar_kind scalar_kinds[17];
 static int n_scalar_kinds;
+
+/* An open-addressing table of the kinds by type pointer (filled once; a quarter
+ * full, so a lookup is one or two compares).  NumPy's scalar types are static
+ * objects, so their addresses never change. */
+#define KIND_SLOTS 64
+static const scalar_kind *kind_table[KIND_SLOTS];
+
+static inline unsigned int
+kind_slot(PyTypeObject *tp)
+{
+    uintptr_t v = (uintptr_t)tp;
+    return (unsigned int)((v >> 4) ^ (v >> 10)) % KIND_SLOTS;
+}
 
 static void
 scalar_kinds_init(void)
@@ -63,15 +77,23 @@ scalar_kinds_init(void)
     };
     memcpy(scalar_kinds, k, sizeof k);
     n_scalar_kinds = (int)BC_COUNT(k);
+    for (int i = 0; i < n_scalar_kinds; i++) {
+        unsigned int slot = kind_slot(scalar_kinds[i].type);
+        while (kind_table[slot] != NULL)
+            slot = (slot + 1) % KIND_SLOTS;
+        kind_table[slot] = &scalar_kinds[i];
+    }
 }
 
-static const scalar_kind *
+/* The kind of a NumPy scalar type, or NULL: one or two pointer compares. */
+static inline const scalar_kind *
 scalar_lookup(PyTypeObject *tp)
 {
-    for (int i = 0; i < n_scalar_kinds; i++)
-        if (scalar_kinds[i].type == tp)
-            return &scalar_kinds[i];
-    return NULL;
+    for (unsigned int slot = kind_slot(tp);; slot = (slot + 1) % KIND_SLOTS) {
+        const scalar_kind *k = kind_table[slot];
+        if (k == NULL || k->type == tp)
+            return k;
+    }
 }
 
 /* ------------------------------------------------------------ packing buffer */
@@ -193,9 +215,9 @@ bc_args_dims(PyObject *obj, const char *what, unsigned int d[3])
 
 /* Both grid and block, checked against the hardware limits every current GPU
  * shares and the function's own threads-per-block limit. */
-int
-bc_args_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
-                  unsigned int b[3])
+static int
+launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
+            unsigned int b[3])
 {
     if (block == NULL) {
         PyErr_SetString(PyExc_ValueError, "must specify block size (block=(x, y, z))");
@@ -225,6 +247,47 @@ bc_args_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned in
         PyErr_Format(PyExc_ValueError,
                      "grid (%u, %u, %u) is too large: y and z are at most 65535", g[0], g[1], g[2]);
         return -1;
+    }
+    return 0;
+}
+
+/* Whether `obj` parses the same every time: an exact int or an exact tuple of
+ * exact ints (both immutable, and kept alive by the memo, so the same address
+ * means the same object). */
+static int
+dims_memoable(PyObject *obj)
+{
+    if (PyLong_CheckExact(obj))
+        return 1;
+    if (!PyTuple_CheckExact(obj))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++)
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(obj, i)))
+            return 0;
+    return 1;
+}
+
+/* Launches in a loop pass the same grid and block objects each time: the last
+ * ones parsed are remembered on the Function with their values, and checked
+ * again only when they change (or the kernel's thread limit did). */
+int
+bc_args_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
+                    unsigned int b[3])
+{
+    if (block != NULL && block == f->dims_block && grid == f->dims_grid &&
+        f->dims_max_threads == f->max_threads) {
+        memcpy(g, f->dims_g, sizeof f->dims_g);
+        memcpy(b, f->dims_b, sizeof f->dims_b);
+        return 0;
+    }
+    if (launch_dims(f, grid, block, g, b) < 0)
+        return -1;
+    if (dims_memoable(block) && (grid == NULL || grid == Py_None || dims_memoable(grid))) {
+        Py_XSETREF(f->dims_block, Py_NewRef(block));
+        Py_XSETREF(f->dims_grid, Py_XNewRef(grid));
+        memcpy(f->dims_g, g, sizeof f->dims_g);
+        memcpy(f->dims_b, b, sizeof f->dims_b);
+        f->dims_max_threads = f->max_threads;
     }
     return 0;
 }
@@ -352,6 +415,16 @@ classify_arg(bc_State *st, Py_ssize_t i, PyObject *arg, uint64_t tmp[2], const v
         tmp[0] = (uint64_t)p;
         goto pointer;
     }
+    if (tp->tp_base == (PyTypeObject *)st->ArrayBaseType ||
+        tp == (PyTypeObject *)st->PooledAllocationType || tp == (PyTypeObject *)st->ArrayBaseType) {
+        /* GPUArray (a direct subclass of _ArrayBase) or a pooled block: their
+         * pointer, without first asking for the attributes they do not have. */
+        CUdeviceptr p;
+        if (bc_pointer_convert(st, arg, &p, NULL) < 0)
+            return -1;
+        tmp[0] = (uint64_t)p;
+        goto pointer;
+    }
     /* The slow kinds: texture objects, argument handlers, foreign device arrays. */
     PyObject *h = PyObject_GetAttrString(arg, "_kernel_arg_handle");
     if (h != NULL) {
@@ -427,42 +500,117 @@ arg_count_mismatch(bc_Function *f, Py_ssize_t got)
     return -1;
 }
 
-/* Pack __call__ arguments into pb. */
+/* Copy `size` bytes; the common sizes as single moves. */
+static inline void
+put(char *dst, const void *src, size_t size)
+{
+    switch (size) {
+    case 1: memcpy(dst, src, 1); break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    case 16: memcpy(dst, src, 16); break;
+    default: memcpy(dst, src, size);
+    }
+}
+
+/* The kernel's layout is known: each argument goes to its parameter's offset,
+ * its size checked against the parameter's.  DeviceAllocations and NumPy
+ * scalars (the type of the previous argument remembered) take a few
+ * instructions; everything else goes through classify_arg. */
+static int
+pack_call_table(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
+                bc_packbuf *pb)
+{
+    if (n != f->nparams)
+        return arg_count_mismatch(f, n);
+    size_t total = f->param_bytes;
+    if (bc_packbuf_reserve(pb, total) < 0)
+        return -1;
+    char *buf = pb->buf;
+    if (f->param_gaps) /* no stack garbage in the kernel's parameters */
+        memset(buf, 0, total);
+    const unsigned int *offset = f->param_offset, *want = f->param_size;
+    PyTypeObject *dalloc = (PyTypeObject *)st->DeviceAllocationType, *last = NULL;
+    const scalar_kind *last_kind = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *arg = args[i];
+        PyTypeObject *tp = Py_TYPE(arg);
+        char *dst = buf + offset[i];
+        if (tp == dalloc) {
+            bc_DeviceAllocation *a = (bc_DeviceAllocation *)arg;
+            if (want[i] == sizeof(uint64_t) && !a->freed && !(a->ctx && a->ctx->released)) {
+                uint64_t p = (uint64_t)a->ptr;
+                memcpy(dst, &p, sizeof p);
+                continue;
+            }
+        } else {
+            const scalar_kind *k = tp == last ? last_kind : scalar_lookup(tp);
+            if (k != NULL) {
+                if (k->size != want[i])
+                    return size_mismatch(f, i, k->size, arg);
+                put(dst, (const char *)arg + k->offset, k->size);
+                last = tp;
+                last_kind = k;
+                continue;
+            }
+        }
+        uint64_t tmp[2] = {0, 0};
+        const void *src = tmp;
+        size_t size = 0, align = 1;
+        if (classify_arg(st, i, arg, tmp, &src, &size, &align, pb) < 0)
+            return -1;
+        if (size != want[i])
+            return size_mismatch(f, i, size, arg);
+        memcpy(dst, src, size);
+    }
+    pb->size = total;
+    return 0;
+}
+
+/* Pack __call__ arguments into pb: by the kernel's layout when the driver gave
+ * it, else each aligned to its own alignment after the previous one. */
 int
 bc_args_pack_call(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n, bc_packbuf *pb)
 {
-    if (f->nparams >= 0) {
-        if (n != f->nparams)
-            return arg_count_mismatch(f, n);
-        if (n > 0 &&
-            bc_packbuf_reserve(pb, (size_t)f->param_offset[n - 1] + f->param_size[n - 1]) < 0)
-            return -1;
-    }
+    if (f->nparams >= 0)
+        return pack_call_table(st, f, args, n, pb);
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t tmp[2] = {0, 0};
         const void *src = tmp;
         size_t size = 0, align = 1, off;
         if (classify_arg(st, i, args[i], tmp, &src, &size, &align, pb) < 0)
             return -1;
-        if (f->nparams >= 0) {
-            if (size != f->param_size[i])
-                return size_mismatch(f, i, size, args[i]);
-            off = f->param_offset[i];
-        } else {
-            off = align_up(pb->size, align);
-            if (bc_packbuf_reserve(pb, off + size) < 0)
-                return -1;
-        }
+        off = align_up(pb->size, align);
+        if (bc_packbuf_reserve(pb, off + size) < 0)
+            return -1;
         if (off > pb->size) /* padding: no stack garbage in the kernel's parameters */
             memset(pb->buf + pb->size, 0, off - pb->size);
         memcpy(pb->buf + off, src, size);
-        if (off + size > pb->size)
-            pb->size = off + size;
+        pb->size = off + size;
     }
     return 0;
 }
 
+void
+bc_args_layout(bc_Function *f)
+{
+    size_t end = 0, sum = 0;
+    for (Py_ssize_t i = 0; i < f->nparams; i++) {
+        size_t e = (size_t)f->param_offset[i] + f->param_size[i];
+        if (e > end)
+            end = e;
+        sum += f->param_size[i];
+    }
+    f->param_bytes = end;
+    f->param_gaps = sum != end;
+}
+
 /* ------------------------------------------------------------ prepare */
+
+/* How a prepared parameter converts (bc_ArgSpec.conv): the kinds with a fast
+ * path in bc_args_pack_prepared; CONV_OTHER goes by the struct letter alone. */
+enum { CONV_OTHER, CONV_INT, CONV_PTR, CONV_F32, CONV_F64 };
 
 static int
 code_info(char c, unsigned int *size, unsigned int *align)
@@ -657,8 +805,20 @@ bc_args_prepare(bc_Function *self, PyObject *types)
             }
             specs[i].offset = self->param_offset[i];
         }
-        off = n ? (size_t)self->param_offset[n - 1] + self->param_size[n - 1] : 0;
+        off = self->param_bytes;
     }
+    size_t sum = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        sum += specs[i].size;
+        switch (specs[i].code) {
+        case 'P': specs[i].conv = CONV_PTR; break;
+        case 'f': specs[i].conv = CONV_F32; break;
+        case 'd': specs[i].conv = CONV_F64; break;
+        case 'e': case 'F': case 'D': case 'V': specs[i].conv = CONV_OTHER; break;
+        default: specs[i].conv = CONV_INT; break;
+        }
+    }
+    self->prepared_gaps = sum != off;
     PyMem_Free(self->prepared);
     self->prepared = specs;
     self->nprepared = n;
@@ -882,6 +1042,77 @@ prep_blob(Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *dst)
     return rc;
 }
 
+/* One prepared argument by its struct letter: every conversion and check. */
+static int
+pack_prepared_one(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *dst)
+{
+    double d;
+    switch (a->code) {
+    case 'P':
+        if (prep_pointer(st, i, a, arg, dst) < 0)
+            return -1;
+        break;
+    case 'f':
+        if (prep_double(i, a, arg, &d) < 0)
+            return -1;
+        if (isfinite(d) && fabs(d) > FLT_MAX) {
+            PyErr_Format(PyExc_OverflowError,
+                         "parameter #%zd (0-based, 'f'): %R is too large for float32", i, arg);
+            return -1;
+        }
+        *(float *)dst = (float)d;
+        break;
+    case 'd':
+        if (prep_double(i, a, arg, &d) < 0)
+            return -1;
+        *(double *)dst = d;
+        break;
+    case 'e':
+        if (prep_double(i, a, arg, &d) < 0 || PyFloat_Pack2(d, dst, 1) < 0)
+            return -1;
+        break;
+    case 'F':
+    case 'D': {
+        Py_complex c;
+        const scalar_kind *k = scalar_lookup(Py_TYPE(arg));
+        if (k != NULL && k->code == 'F') {
+            const float *p = (const float *)((const char *)arg + k->offset);
+            c.real = p[0];
+            c.imag = p[1];
+        } else if (k != NULL && k->code == 'D') {
+            const double *p = (const double *)((const char *)arg + k->offset);
+            c.real = p[0];
+            c.imag = p[1];
+        } else {
+            c = PyComplex_AsCComplex(arg);
+            if (c.real == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return prep_error(i, a->code, arg, "a complex number");
+            }
+        }
+        if (a->code == 'F') {
+            ((float *)dst)[0] = (float)c.real;
+            ((float *)dst)[1] = (float)c.imag;
+        } else {
+            ((double *)dst)[0] = c.real;
+            ((double *)dst)[1] = c.imag;
+        }
+        break;
+    }
+    case 'V':
+        if (prep_blob(i, a, arg, dst) < 0)
+            return -1;
+        break;
+    default:
+        if (prep_int(st, i, a, arg, dst) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The common exact types convert inline (an int, a float, a DeviceAllocation, a
+ * NumPy scalar of the parameter's own type); anything else, or a value out of
+ * range, goes to pack_prepared_one, which converts or raises. */
 int
 bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n, char *buf)
 {
@@ -890,71 +1121,75 @@ bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ss
                      f->name, f->nprepared, f->nprepared == 1 ? "" : "s", f->arg_format, n);
         return -1;
     }
+    if (f->prepared_gaps)
+        memset(buf, 0, f->prepared_bytes);
+    PyTypeObject *dalloc = (PyTypeObject *)st->DeviceAllocationType;
     for (Py_ssize_t i = 0; i < n; i++) {
         const bc_ArgSpec *a = &f->prepared[i];
         char *dst = buf + a->offset;
         PyObject *arg = args[i];
-        double d;
-        switch (a->code) {
-        case 'P':
-            if (prep_pointer(st, i, a, arg, dst) < 0)
-                return -1;
-            break;
-        case 'f':
-            if (prep_double(i, a, arg, &d) < 0)
-                return -1;
-            if (isfinite(d) && fabs(d) > FLT_MAX) {
-                PyErr_Format(PyExc_OverflowError,
-                             "parameter #%zd (0-based, 'f'): %R is too large for float32", i, arg);
-                return -1;
-            }
-            *(float *)dst = (float)d;
-            break;
-        case 'd':
-            if (prep_double(i, a, arg, &d) < 0)
-                return -1;
-            *(double *)dst = d;
-            break;
-        case 'e':
-            if (prep_double(i, a, arg, &d) < 0 || PyFloat_Pack2(d, dst, 1) < 0)
-                return -1;
-            break;
-        case 'F':
-        case 'D': {
-            Py_complex c;
-            const scalar_kind *k = scalar_lookup(Py_TYPE(arg));
-            if (k != NULL && k->code == 'F') {
-                const float *p = (const float *)((const char *)arg + k->offset);
-                c.real = p[0];
-                c.imag = p[1];
-            } else if (k != NULL && k->code == 'D') {
-                const double *p = (const double *)((const char *)arg + k->offset);
-                c.real = p[0];
-                c.imag = p[1];
-            } else {
-                c = PyComplex_AsCComplex(arg);
-                if (c.real == -1.0 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    return prep_error(i, a->code, arg, "a complex number");
+        PyTypeObject *tp = Py_TYPE(arg);
+        int overflow;
+        long long v;
+        switch (a->conv) {
+        case CONV_PTR:
+            if (tp == dalloc) {
+                bc_DeviceAllocation *al = (bc_DeviceAllocation *)arg;
+                if (!al->freed && !(al->ctx && al->ctx->released)) {
+                    uint64_t p = (uint64_t)al->ptr;
+                    memcpy(dst, &p, sizeof p);
+                    continue;
+                }
+            } else if (tp == &PyLong_Type) {
+                v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+                if (!overflow && v >= 0) {
+                    uint64_t p = (uint64_t)v;
+                    memcpy(dst, &p, sizeof p);
+                    continue;
                 }
             }
-            if (a->code == 'F') {
-                ((float *)dst)[0] = (float)c.real;
-                ((float *)dst)[1] = (float)c.imag;
+            break;
+        case CONV_INT:
+            if (tp == &PyLong_Type) {
+                v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+                if (!overflow && bc_pack_integer(a->code, v < 0, v, (unsigned long long)v, dst) == 0)
+                    continue;
             } else {
-                ((double *)dst)[0] = c.real;
-                ((double *)dst)[1] = c.imag;
+                const scalar_kind *k = scalar_lookup(tp);
+                if (k != NULL && k->code == a->code) {
+                    put(dst, (const char *)arg + k->offset, a->size);
+                    continue;
+                }
             }
             break;
-        }
-        case 'V':
-            if (prep_blob(i, a, arg, dst) < 0)
-                return -1;
+        case CONV_F32:
+            if (tp == &PyFloat_Type) {
+                double d = PyFloat_AS_DOUBLE(arg);
+                if (!(fabs(d) > FLT_MAX && isfinite(d))) {
+                    float x = (float)d;
+                    memcpy(dst, &x, sizeof x);
+                    continue;
+                }
+            } else if (tp == &PyFloatArrType_Type) {
+                memcpy(dst, &((PyFloatScalarObject *)arg)->obval, sizeof(float));
+                continue;
+            }
+            break;
+        case CONV_F64:
+            if (tp == &PyFloat_Type) {
+                double d = PyFloat_AS_DOUBLE(arg);
+                memcpy(dst, &d, sizeof d);
+                continue;
+            } else if (tp == &PyDoubleArrType_Type) {
+                memcpy(dst, &((PyDoubleScalarObject *)arg)->obval, sizeof(double));
+                continue;
+            }
             break;
         default:
-            if (prep_int(st, i, a, arg, dst) < 0)
-                return -1;
+            break;
         }
+        if (pack_prepared_one(st, i, a, arg, dst) < 0)
+            return -1;
     }
     return 0;
 }
@@ -1005,7 +1240,57 @@ bc_pack_prepared_py(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         Py_CLEAR(out);
     return out;
 }
+PyDoc_STRVAR(bench_pack_doc,
+"_bench_pack(function, args, iterations, prepared=False)\n--\n\n"
+"Private: seconds per packing of the tuple `args` as __call__ (or, with\n"
+"`prepared`, prepared_call) packs it, over `iterations` packings in a C loop.\n"
+"Measures the packing alone, without the Python call around it.");
+
+static PyObject *
+bc_bench_pack(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"function", "args", "iterations", "prepared", NULL};
+    PyObject *fobj, *fargs;
+    Py_ssize_t iters;
+    int prepared = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!n|p:_bench_pack", kwlist,
+                                     (PyTypeObject *)st->FunctionType, &fobj, &PyTuple_Type,
+                                     &fargs, &iters, &prepared))
+        return NULL;
+    bc_Function *f = (bc_Function *)fobj;
+    if (iters < 1) {
+        PyErr_SetString(PyExc_ValueError, "_bench_pack(): iterations must be positive");
+        return NULL;
+    }
+    if (prepared && f->nprepared < 0)
+        return bc_error_logic(st, "call prepare() first"), NULL;
+    PyObject *const *items = &PyTuple_GET_ITEM(fargs, 0);
+    Py_ssize_t n = PyTuple_GET_SIZE(fargs);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (Py_ssize_t i = 0; i < iters; i++) {
+        bc_packbuf pb;
+        bc_packbuf_init(&pb);
+        int rc;
+        if (prepared) {
+            rc = bc_packbuf_reserve(&pb, f->prepared_bytes);
+            if (rc == 0)
+                rc = bc_args_pack_prepared(st, f, items, n, pb.buf);
+        } else
+            rc = bc_args_pack_call(st, f, items, n, &pb);
+        bc_packbuf_free(&pb);
+        if (rc < 0)
+            return NULL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return PyFloat_FromDouble(secs / (double)iters);
+}
+
 static PyMethodDef argpack_functions[] = {
+    {"_bench_pack", (PyCFunction)(void (*)(void))bc_bench_pack, METH_VARARGS | METH_KEYWORDS,
+     bench_pack_doc},
     {"_pack_args", (PyCFunction)(void (*)(void))bc_pack_args, METH_FASTCALL, pack_args_doc},
     {"_pack_prepared", (PyCFunction)(void (*)(void))bc_pack_prepared_py, METH_FASTCALL,
      pack_prepared_doc},

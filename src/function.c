@@ -135,10 +135,13 @@ timer_stop(bc_State *st, timer *t, CUstream s)
 
 /* ------------------------------------------------------------ __call__ */
 
+/* Keyword names from call sites are interned, as ours are: then one pointer
+ * compare decides, and only a name built at run time is compared by value. */
 static int
 kw_is(PyObject *key, PyObject *interned)
 {
-    return key == interned || PyUnicode_Compare(key, interned) == 0;
+    return key == interned ||
+           (!PyUnicode_CHECK_INTERNED(key) && PyUnicode_Compare(key, interned) == 0);
 }
 
 static PyObject *
@@ -733,10 +736,15 @@ bc_test_function(PyObject *m, PyObject *args, PyObject *kwargs)
     self->max_threads = mt;
     self->nparams = -1;
     self->param_offset = self->param_size = NULL;
+    self->param_bytes = 0;
+    self->param_gaps = 0;
     self->nprepared = -1;
     self->prepared = NULL;
     self->prepared_bytes = 0;
     self->arg_format = NULL;
+    self->prepared_gaps = 0;
+    self->dims_grid = self->dims_block = NULL;
+    self->dims_max_threads = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     if (params != Py_None) {
@@ -756,6 +764,7 @@ bc_test_function(PyObject *m, PyObject *args, PyObject *kwargs)
             self->param_size[i] = z;
         }
         self->nparams = n;
+        bc_args_layout(self);
         Py_DECREF(seq);
     }
     return (PyObject *)self;
@@ -795,10 +804,15 @@ bc_function_new(bc_State *st, bc_Module *module, PyObject *name)
     self->max_threads = mt;
     self->nparams = -1;
     self->param_offset = self->param_size = NULL;
+    self->param_bytes = 0;
+    self->param_gaps = 0;
     self->nprepared = -1;
     self->prepared = NULL;
     self->prepared_bytes = 0;
     self->arg_format = NULL;
+    self->prepared_gaps = 0;
+    self->dims_grid = self->dims_block = NULL;
+    self->dims_max_threads = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     /* The kernel's parameter layout, when the driver can tell (CUDA 12.4+). */
@@ -827,8 +841,10 @@ bc_function_new(bc_State *st, bc_Module *module, PyObject *name)
     }
     /* Past the last parameter the driver answers CUDA_ERROR_INVALID_VALUE; any
      * other answer (an old driver) means we cannot check arguments. */
-    if (rc == CUDA_ERROR_INVALID_VALUE)
+    if (rc == CUDA_ERROR_INVALID_VALUE) {
         self->nparams = (Py_ssize_t)n;
+        bc_args_layout(self);
+    }
     return (PyObject *)self;
 }
 
@@ -837,6 +853,8 @@ function_traverse(bc_Function *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->module);
+    Py_VISIT(self->dims_grid);
+    Py_VISIT(self->dims_block);
     return 0;
 }
 
@@ -851,6 +869,8 @@ function_dealloc(bc_Function *self)
     PyMem_Free(self->param_size);
     PyMem_Free(self->prepared);
     Py_CLEAR(self->arg_format);
+    Py_CLEAR(self->dims_grid);
+    Py_CLEAR(self->dims_block);
     Py_CLEAR(self->name);
     Py_CLEAR(self->module);
     tp->tp_free(self);

@@ -30,6 +30,9 @@ int bc_args_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigne
 /* Dynamic shared memory bytes (NULL or None: 0). */
 int bc_args_shared(PyObject *obj, unsigned int *out);
 
+/* Work out f->param_bytes and f->param_gaps from f's parameter offsets and
+ * sizes (once, when they are known). */
+void bc_args_layout(bc_Function *f);
 /* __call__'s arguments into pb (handlers met are listed in pb->handlers). */
 int bc_args_pack_call(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
                       bc_packbuf *pb);
