@@ -2,24 +2,17 @@
 /* Function: one kernel of a Module, its launches and its attributes.
  *
  * The launch path is all C: Function is called through vectorcall and the
- * prepared_* methods are METH_FASTCALL, arguments are packed straight into a
- * stack buffer (heap only past BC_ARGS_STACK bytes) and handed to cuLaunchKernel
- * as one parameter buffer.  No Python object is made per argument on the hot path.
+ * prepared_* methods are METH_FASTCALL; the arguments are packed by
+ * src/argpack.c straight into a stack buffer (heap only past BC_ARGS_STACK
+ * bytes) and handed to cuLaunchKernel as one parameter buffer.  No Python
+ * object is made per argument on the hot path.
  *
- * When the driver can describe the kernel's parameters (cuFuncGetParamInfo), each
- * argument is placed at the kernel's own offset and its size is checked against
- * the parameter's, so a wrong argument count or an int32 passed for a 64-bit
- * parameter is a TypeError instead of garbage in the kernel.
- *
- * __call__ packs PyCUDA-style: NumPy scalars with their exact C type, device
- * pointers (DeviceAllocation, ModuleGlobal, objects with gpudata or
- * __cuda_array_interface__), structs by value (numpy.void or size-1 arrays),
- * texture/surface objects (any object with an int `_kernel_arg_handle`
- * attribute: the CUtexObject/CUsurfObject) and argument handlers (In/Out/InOut,
- * or any object with get_device_alloc(), pre_call(stream), post_call(stream)).
- * A bare Python int is refused: it could be a value of any width or a pointer.
- * prepare() fixes a signature instead; then Python ints and floats convert. */
+ * When the driver can describe the kernel's parameters (cuFuncGetParamInfo),
+ * Function keeps their offsets and sizes, read once when it is made, so
+ * argpack.c places each argument at the kernel's own offset and checks its
+ * size.  What __call__ and prepare() accept is described in argpack.c. */
 #include "barecuda/module.h"
+#include "barecuda/argpack.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
@@ -27,462 +20,17 @@
 #include "barecuda/memory.h"
 #include "barecuda/stream.h"
 
-#include <numpy/arrayscalars.h>
-
-#include <float.h>
-#include <math.h>
 #include <time.h>
 
 /* Whether cuLaunchKernel runs with the GIL released.  A tuning knob chosen by
  * the launch benchmark (_bench_launch.py measures both); see _launch_release_gil. */
 static int launch_release_gil = 0;
 
-/* ------------------------------------------------------------ NumPy scalars */
-
-typedef struct {
-    PyTypeObject *type;
-    char code;
-    unsigned char size, align;
-    unsigned char offset; /* of obval in the scalar object */
-} scalar_kind;
-
-#define SCALAR(T, C, ctype, al)                                                    \
-    {&Py##T##ArrType_Type, C, sizeof(ctype), al, offsetof(Py##T##ScalarObject, obval)}
-
-static scalar_kind scalar_kinds[17];
-static int n_scalar_kinds;
-
-static void
-scalar_kinds_init(void)
-{
-    if (n_scalar_kinds)
-        return;
-    const scalar_kind k[] = {
-        SCALAR(Int, 'i', npy_int, 4),           SCALAR(Float, 'f', npy_float, 4),
-        SCALAR(Long, 'l', npy_long, sizeof(npy_long)),
-        SCALAR(Double, 'd', npy_double, 8),     SCALAR(UInt, 'I', npy_uint, 4),
-        SCALAR(ULong, 'L', npy_ulong, sizeof(npy_ulong)),
-        SCALAR(LongLong, 'q', npy_longlong, 8), SCALAR(ULongLong, 'Q', npy_ulonglong, 8),
-        SCALAR(Short, 'h', npy_short, 2),       SCALAR(UShort, 'H', npy_ushort, 2),
-        SCALAR(Byte, 'b', npy_byte, 1),         SCALAR(UByte, 'B', npy_ubyte, 1),
-        SCALAR(Bool, '?', npy_bool, 1),         SCALAR(Half, 'e', npy_half, 2),
-        /* CUDA's float2/double2 (cuComplex, thrust::complex) align to their size */
-        SCALAR(CFloat, 'F', npy_cfloat, 8),     SCALAR(CDouble, 'D', npy_cdouble, 16),
-    };
-    memcpy(scalar_kinds, k, sizeof k);
-    n_scalar_kinds = (int)BC_COUNT(k);
-}
-
-static const scalar_kind *
-scalar_lookup(PyTypeObject *tp)
-{
-    for (int i = 0; i < n_scalar_kinds; i++)
-        if (scalar_kinds[i].type == tp)
-            return &scalar_kinds[i];
-    return NULL;
-}
-
-/* ------------------------------------------------------------ packing buffer */
-
-typedef struct {
-    char *buf;
-    size_t size; /* bytes used */
-    size_t cap;
-    PyObject *handlers; /* list of argument handlers, or NULL */
-    uint64_t stack[BC_ARGS_STACK / 8];
-} packbuf;
-
-static void
-pack_init(packbuf *pb)
-{
-    pb->buf = (char *)pb->stack;
-    pb->size = 0;
-    pb->cap = sizeof pb->stack;
-    pb->handlers = NULL;
-}
-
-static void
-pack_free(packbuf *pb)
-{
-    if (pb->buf != (char *)pb->stack)
-        PyMem_Free(pb->buf);
-    pb->buf = (char *)pb->stack;
-    Py_CLEAR(pb->handlers);
-}
-
-static int
-pack_reserve(packbuf *pb, size_t need)
-{
-    if (need <= pb->cap)
-        return 0;
-    size_t cap = need < 2 * pb->cap ? 2 * pb->cap : need;
-    char *p;
-    if (pb->buf == (char *)pb->stack) {
-        p = PyMem_Malloc(cap);
-        if (p != NULL)
-            memcpy(p, pb->stack, pb->size);
-    } else
-        p = PyMem_Realloc(pb->buf, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    pb->buf = p;
-    pb->cap = cap;
-    return 0;
-}
-
-static size_t
-align_up(size_t v, size_t a)
-{
-    return a > 1 ? (v + a - 1) / a * a : v;
-}
-
-/* ------------------------------------------------------------ dimensions */
-
-static int
-dim_value(PyObject *item, const char *what, unsigned int *out)
-{
-    long long v;
-    if (PyLong_CheckExact(item)) {
-        int overflow;
-        v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow)
-            v = overflow > 0 ? LLONG_MAX : -1;
-        else if (v == -1 && PyErr_Occurred())
-            return -1;
-    } else if (PyIndex_Check(item) && !PyBool_Check(item) && !PyFloat_Check(item)) {
-        if (bc_arg_long(item, what, LLONG_MIN, LLONG_MAX, &v) < 0)
-            return -1;
-    } else if (PyFloat_Check(item)) {
-        /* PyCUDA (through Boost.Python) refuses floats here too. */
-        PyErr_Format(PyExc_TypeError,
-                     "%s must be a tuple of ints, got the float %R: pass int(...) (or use //)",
-                     what, item);
-        return -1;
-    } else {
-        PyErr_Format(PyExc_TypeError, "%s must be a tuple of ints, got an item of type %.100s",
-                     what, Py_TYPE(item)->tp_name);
-        return -1;
-    }
-    if (v <= 0) {
-        PyErr_Format(PyExc_ValueError, "%s dimensions must be positive, got %R", what, item);
-        return -1;
-    }
-    if (v > 0x7FFFFFFFLL) {
-        PyErr_Format(PyExc_ValueError, "%s dimension %R is too large", what, item);
-        return -1;
-    }
-    *out = (unsigned int)v;
-    return 0;
-}
-
-/* A (x[, y[, z]]) tuple or list (or a single int) into d[3], missing ones 1. */
-static int
-parse_dims(PyObject *obj, const char *what, unsigned int d[3])
-{
-    d[0] = d[1] = d[2] = 1;
-    PyObject *const *items;
-    Py_ssize_t n;
-    if (PyTuple_Check(obj)) {
-        items = &PyTuple_GET_ITEM(obj, 0);
-        n = PyTuple_GET_SIZE(obj);
-    } else if (PyList_Check(obj)) {
-        items = (PyObject *const *)&PyList_GET_ITEM(obj, 0);
-        n = PyList_GET_SIZE(obj);
-    } else if (!PyBool_Check(obj) && !PyFloat_Check(obj) && PyIndex_Check(obj)) {
-        return dim_value(obj, what, &d[0]); /* one int (or NumPy integer): (x, 1, 1) */
-    } else {
-        PyErr_Format(PyExc_TypeError, "%s must be a tuple of 1 to 3 ints, not %.100s", what,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    if (n < 1 || n > 3) {
-        PyErr_Format(PyExc_ValueError, "%s must have 1 to 3 dimensions, got %zd", what, n);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (dim_value(items[i], what, &d[i]) < 0)
-            return -1;
-    return 0;
-}
-
-/* Both grid and block, checked against the hardware limits every current GPU
- * shares and the function's own threads-per-block limit. */
-static int
-parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
-                  unsigned int b[3])
-{
-    if (block == NULL) {
-        PyErr_SetString(PyExc_ValueError, "must specify block size (block=(x, y, z))");
-        return -1;
-    }
-    if (parse_dims(block, "block", b) < 0)
-        return -1;
-    if (grid == NULL || grid == Py_None)
-        g[0] = g[1] = g[2] = 1;
-    else if (parse_dims(grid, "grid", g) < 0)
-        return -1;
-    if (b[0] > 1024 || b[1] > 1024 || b[2] > 64) {
-        PyErr_Format(PyExc_ValueError,
-                     "block (%u, %u, %u) is too large: at most (1024, 1024, 64) per dimension",
-                     b[0], b[1], b[2]);
-        return -1;
-    }
-    unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
-    if (threads > (unsigned long long)f->max_threads) {
-        PyErr_Format(PyExc_ValueError,
-                     "block (%u, %u, %u) has %llu threads but kernel %R allows at most %d per "
-                     "block (max_threads_per_block)",
-                     b[0], b[1], b[2], threads, f->name, f->max_threads);
-        return -1;
-    }
-    if (g[1] > 65535 || g[2] > 65535) {
-        PyErr_Format(PyExc_ValueError,
-                     "grid (%u, %u, %u) is too large: y and z are at most 65535", g[0], g[1], g[2]);
-        return -1;
-    }
-    return 0;
-}
-
-static int
-parse_shared(PyObject *obj, unsigned int *out)
-{
-    if (obj == NULL || obj == Py_None) {
-        *out = 0;
-        return 0;
-    }
-    long long v;
-    if (bc_arg_long(obj, "shared memory size", 0, 0xFFFFFFFFLL, &v) < 0)
-        return -1;
-    *out = (unsigned int)v;
-    return 0;
-}
-
-/* ------------------------------------------------------------ __call__ packing */
-
 static int
 module_ok(bc_State *st, bc_Function *f)
 {
     if (f->module->handle == NULL || (f->module->ctx && f->module->ctx->released))
         return bc_module_usable(st, f->module);
-    return 0;
-}
-
-static int
-bad_arg(Py_ssize_t i, PyObject *arg)
-{
-    PyErr_Format(PyExc_TypeError,
-                 "invalid type on parameter #%zd (0-based): %.100s; pass NumPy scalars "
-                 "(np.int32(x), np.float32(x), ...), device memory (DeviceAllocation, "
-                 "GPUArray, __cuda_array_interface__), numpy.void structs, In/Out/InOut, "
-                 "or texture objects",
-                 i, Py_TYPE(arg)->tp_name);
-    return -1;
-}
-
-/* Bytes of one __call__ argument: *src, *size, *align; `tmp` (16 bytes) holds
- * values made here.  Argument handlers are appended to pb->handlers. */
-static int
-classify_arg(bc_State *st, Py_ssize_t i, PyObject *arg, uint64_t tmp[2], const void **src,
-             size_t *size, size_t *align, packbuf *pb)
-{
-    PyTypeObject *tp = Py_TYPE(arg);
-    if (tp == (PyTypeObject *)st->DeviceAllocationType) {
-        bc_DeviceAllocation *a = (bc_DeviceAllocation *)arg;
-        if (a->freed || (a->ctx && a->ctx->released)) {
-            CUdeviceptr p;
-            return bc_pointer_convert(st, arg, &p, NULL); /* raises the right error */
-        }
-        tmp[0] = (uint64_t)a->ptr;
-        goto pointer;
-    }
-    const scalar_kind *k = scalar_lookup(tp);
-    if (k != NULL) {
-        *src = (const char *)arg + k->offset;
-        *size = k->size;
-        *align = k->align;
-        return 0;
-    }
-    if (PyLong_Check(arg)) {
-        PyErr_Format(PyExc_TypeError,
-                     "parameter #%zd (0-based) is a Python %.50s, which does not say its C "
-                     "type: pass np.int32(x) (or the NumPy type the kernel takes) for a value, "
-                     "np.uintp(p) or a DeviceAllocation for a pointer, or prepare() a signature",
-                     i, tp->tp_name);
-        return -1;
-    }
-    if (PyFloat_Check(arg) || PyComplex_Check(arg)) {
-        PyErr_Format(PyExc_TypeError,
-                     "parameter #%zd (0-based) is a Python %.50s, which does not say its C "
-                     "type: pass np.float32(x) or np.float64(x) (or prepare() a signature)",
-                     i, tp->tp_name);
-        return -1;
-    }
-    if (PyArray_IsScalar(arg, Void)) {
-        PyVoidScalarObject *v = (PyVoidScalarObject *)arg;
-        *src = v->obval;
-        *size = (size_t)PyDataType_ELSIZE(v->descr);
-        *align = (size_t)PyDataType_ALIGNMENT(v->descr);
-        return 0;
-    }
-    if (PyArray_Check(arg)) {
-        PyArrayObject *a = (PyArrayObject *)arg;
-        if (PyArray_SIZE(a) != 1) {
-            PyErr_Format(PyExc_TypeError,
-                         "parameter #%zd (0-based) is a NumPy array of %zd elements; only "
-                         "size-1 arrays (structs) pass by value: use In/Out/InOut or to_gpu "
-                         "to pass an array's data",
-                         i, (Py_ssize_t)PyArray_SIZE(a));
-            return -1;
-        }
-        PyArray_Descr *d = PyArray_DESCR(a);
-        if (PyDataType_REFCHK(d)) {
-            PyErr_Format(PyExc_TypeError, "parameter #%zd (0-based): arrays holding Python "
-                                          "objects cannot be passed to a kernel", i);
-            return -1;
-        }
-        *src = PyArray_DATA(a);
-        *size = (size_t)PyDataType_ELSIZE(d);
-        *align = (size_t)PyDataType_ALIGNMENT(d);
-        return 0;
-    }
-    if (tp == (PyTypeObject *)st->ModuleGlobalType || PyArray_IsScalar(arg, Generic)) {
-        if (PyArray_IsScalar(arg, Generic)) {
-            PyArray_Descr *d = PyArray_DescrFromScalar(arg);
-            if (d == NULL)
-                return -1;
-            size_t n = (size_t)PyDataType_ELSIZE(d);
-            int ok = !PyDataType_REFCHK(d) && n <= 16 &&
-                     d->type_num != NPY_LONGDOUBLE && d->type_num != NPY_CLONGDOUBLE;
-            if (ok) {
-                *size = n;
-                *align = (size_t)PyDataType_ALIGNMENT(d);
-                PyArray_ScalarAsCtype(arg, tmp);
-                *src = tmp;
-            }
-            Py_DECREF(d);
-            if (!ok) {
-                PyErr_Format(PyExc_TypeError,
-                             "parameter #%zd (0-based): NumPy %.100s has no CUDA C type", i,
-                             tp->tp_name);
-                return -1;
-            }
-            return 0;
-        }
-        CUdeviceptr p;
-        if (bc_pointer_convert(st, arg, &p, NULL) < 0)
-            return -1;
-        tmp[0] = (uint64_t)p;
-        goto pointer;
-    }
-    /* The slow kinds: texture objects, argument handlers, foreign device arrays. */
-    PyObject *h = PyObject_GetAttrString(arg, "_kernel_arg_handle");
-    if (h != NULL) {
-        unsigned long long v = PyLong_Check(h) ? PyLong_AsUnsignedLongLong(h) : (unsigned long long)-1;
-        int bad = !PyLong_Check(h);
-        Py_DECREF(h);
-        if (bad) {
-            PyErr_Format(PyExc_TypeError, "parameter #%zd (0-based): _kernel_arg_handle must "
-                                          "be an int", i);
-            return -1;
-        }
-        if (v == (unsigned long long)-1 && PyErr_Occurred())
-            return -1;
-        tmp[0] = v;
-        goto pointer;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-        return -1;
-    PyErr_Clear();
-    PyObject *get = PyObject_GetAttrString(arg, "get_device_alloc");
-    if (get != NULL) {
-        PyObject *alloc = PyObject_CallNoArgs(get);
-        Py_DECREF(get);
-        if (alloc == NULL)
-            return -1;
-        CUdeviceptr p;
-        int rc = bc_pointer_convert(st, alloc, &p, NULL);
-        Py_DECREF(alloc);
-        if (rc < 0)
-            return -1;
-        if (pb->handlers == NULL && (pb->handlers = PyList_New(0)) == NULL)
-            return -1;
-        if (PyList_Append(pb->handlers, arg) < 0)
-            return -1;
-        tmp[0] = (uint64_t)p;
-        goto pointer;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-        return -1;
-    PyErr_Clear();
-    {
-        CUdeviceptr p;
-        if (bc_pointer_convert(st, arg, &p, NULL) < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError))
-                return -1;
-            PyErr_Clear();
-            return bad_arg(i, arg);
-        }
-        tmp[0] = (uint64_t)p;
-    }
-pointer:
-    *src = tmp;
-    *size = sizeof(CUdeviceptr);
-    *align = sizeof(CUdeviceptr);
-    return 0;
-}
-
-static int
-size_mismatch(bc_Function *f, Py_ssize_t i, size_t got, PyObject *arg)
-{
-    PyErr_Format(PyExc_TypeError,
-                 "parameter #%zd (0-based) of kernel %R is %u bytes, but the %.100s passed "
-                 "is %zu bytes: pass the NumPy type of the kernel's parameter",
-                 i, f->name, f->param_size[i], Py_TYPE(arg)->tp_name, got);
-    return -1;
-}
-
-static int
-arg_count_mismatch(bc_Function *f, Py_ssize_t got)
-{
-    PyErr_Format(PyExc_TypeError, "kernel %R takes %zd argument%s, got %zd", f->name,
-                 f->nparams, f->nparams == 1 ? "" : "s", got);
-    return -1;
-}
-
-/* Pack __call__ arguments into pb. */
-static int
-pack_call_args(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n, packbuf *pb)
-{
-    if (f->nparams >= 0) {
-        if (n != f->nparams)
-            return arg_count_mismatch(f, n);
-        if (n > 0 &&
-            pack_reserve(pb, (size_t)f->param_offset[n - 1] + f->param_size[n - 1]) < 0)
-            return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t tmp[2] = {0, 0};
-        const void *src = tmp;
-        size_t size = 0, align = 1, off;
-        if (classify_arg(st, i, args[i], tmp, &src, &size, &align, pb) < 0)
-            return -1;
-        if (f->nparams >= 0) {
-            if (size != f->param_size[i])
-                return size_mismatch(f, i, size, args[i]);
-            off = f->param_offset[i];
-        } else {
-            off = align_up(pb->size, align);
-            if (pack_reserve(pb, off + size) < 0)
-                return -1;
-        }
-        if (off > pb->size) /* padding: no stack garbage in the kernel's parameters */
-            memset(pb->buf + pb->size, 0, off - pb->size);
-        memcpy(pb->buf + off, src, size);
-        if (off + size > pb->size)
-            pb->size = off + size;
-    }
     return 0;
 }
 
@@ -587,10 +135,13 @@ timer_stop(bc_State *st, timer *t, CUstream s)
 
 /* ------------------------------------------------------------ __call__ */
 
+/* Keyword names from call sites are interned, as ours are: then one pointer
+ * compare decides, and only a name built at run time is compared by value. */
 static int
 kw_is(PyObject *key, PyObject *interned)
 {
-    return key == interned || PyUnicode_Compare(key, interned) == 0;
+    return key == interned ||
+           (!PyUnicode_CHECK_INTERNED(key) && PyUnicode_Compare(key, interned) == 0);
 }
 
 static PyObject *
@@ -632,17 +183,17 @@ function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     }
     unsigned int g[3], b[3], sh;
     CUstream s = NULL;
-    if (parse_launch_dims(f, grid, block, g, b) < 0 || parse_shared(shared, &sh) < 0 ||
+    if (bc_args_launch_dims(f, grid, block, g, b) < 0 || bc_args_shared(shared, &sh) < 0 ||
         (stream != NULL && bc_stream_convert(st, stream, &s) < 0))
         return NULL;
     int timed = 0;
     if (time_kernel != NULL && (timed = PyObject_IsTrue(time_kernel)) < 0)
         return NULL;
-    packbuf pb;
-    pack_init(&pb);
+    bc_packbuf pb;
+    bc_packbuf_init(&pb);
     PyObject *out = NULL;
     timer t = {NULL, NULL};
-    if (pack_call_args(st, f, args, n, &pb) < 0 || module_ok(st, f) < 0)
+    if (bc_args_pack_call(st, f, args, n, &pb) < 0 || module_ok(st, f) < 0)
         goto done;
     PyObject *stream_obj = stream ? stream : Py_None;
     if (pb.handlers && call_handlers(pb.handlers, "pre_call", stream_obj) < 0)
@@ -663,131 +214,8 @@ function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
         out = Py_NewRef(Py_None);
 done:
     timer_free(&t);
-    pack_free(&pb);
+    bc_packbuf_free(&pb);
     return out;
-}
-
-/* ------------------------------------------------------------ prepare */
-
-static int
-code_info(char c, unsigned int *size, unsigned int *align)
-{
-    switch (c) {
-    case 'b': case 'B': case '?': case 'c': *size = 1; break;
-    case 'h': case 'H': case 'e': *size = 2; break;
-    case 'i': case 'I': case 'f': *size = 4; break;
-    case 'l': case 'L': *size = sizeof(long); break;
-    case 'q': case 'Q': case 'd': case 'P': case 'n': case 'N': *size = 8; break;
-    case 'F': *size = 8; *align = 8; return 0;
-    case 'D': *size = 16; *align = 16; return 0;
-    default: return -1;
-    }
-    *align = *size;
-    return 0;
-}
-
-static int
-add_spec(bc_ArgSpec **specs, Py_ssize_t *n, Py_ssize_t *cap, char code, unsigned int size,
-         unsigned int align)
-{
-    if (*n == *cap) {
-        Py_ssize_t nc = *cap ? 2 * *cap : 8;
-        bc_ArgSpec *p = PyMem_Realloc(*specs, (size_t)nc * sizeof **specs);
-        if (p == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        *specs = p;
-        *cap = nc;
-    }
-    bc_ArgSpec *a = &(*specs)[(*n)++];
-    a->code = code;
-    a->size = size;
-    a->align = (unsigned char)(align ? (align > 128 ? 128 : align) : 1);
-    a->pad = 0;
-    a->offset = 0;
-    return 0;
-}
-
-/* "PPi", "3P2i", "16s" (a 16-byte blob) -> specs. */
-static int
-parse_format(const char *fmt, bc_ArgSpec **specs, Py_ssize_t *n, Py_ssize_t *cap)
-{
-    for (const char *p = fmt; *p;) {
-        if (*p == ' ' || *p == '@' || *p == '=' || *p == '<') {
-            p++;
-            continue;
-        }
-        unsigned long count = 1;
-        int has_count = 0;
-        if (*p >= '0' && *p <= '9') {
-            count = 0;
-            while (*p >= '0' && *p <= '9' && count < 1000000)
-                count = count * 10 + (unsigned long)(*p++ - '0');
-            has_count = 1;
-        }
-        char c = *p++;
-        if (c == 's' || c == 'x') {
-            if (!has_count || count == 0) {
-                PyErr_SetString(PyExc_ValueError, "prepare(): 's' needs a byte count, e.g. '16s'");
-                return -1;
-            }
-            if (add_spec(specs, n, cap, c == 's' ? 'V' : 'x', (unsigned int)count, 1) < 0)
-                return -1;
-            continue;
-        }
-        unsigned int size, align;
-        if (code_info(c, &size, &align) < 0) {
-            PyErr_Format(PyExc_ValueError, "prepare(): unknown type letter '%c' in \"%s\"",
-                         c ? c : '?', fmt);
-            return -1;
-        }
-        if (c == 'n')
-            c = 'q';
-        if (c == 'N')
-            c = 'Q';
-        if (count > 65536) {
-            PyErr_SetString(PyExc_ValueError, "prepare(): repeat count too large");
-            return -1;
-        }
-        for (unsigned long k = 0; k < count; k++)
-            if (add_spec(specs, n, cap, c, size, align) < 0)
-                return -1;
-    }
-    return 0;
-}
-
-/* One dtype-like item of a list signature. */
-static int
-parse_dtype_item(PyObject *item, bc_ArgSpec **specs, Py_ssize_t *n, Py_ssize_t *cap)
-{
-    if (PyUnicode_Check(item)) {
-        const char *s = PyUnicode_AsUTF8(item);
-        if (s == NULL)
-            return -1;
-        if (strlen(s) == 1 && strchr("bBhHiIlLqQefdFDP?", s[0]))
-            return parse_format(s, specs, n, cap);
-    }
-    PyArray_Descr *d = NULL;
-    if (!PyArray_DescrConverter(item, &d))
-        return -1;
-    int rc = 0;
-    unsigned int size, align;
-    if (PyDataType_HASFIELDS(d) || d->type_num == NPY_VOID)
-        rc = add_spec(specs, n, cap, 'V', (unsigned int)PyDataType_ELSIZE(d),
-                      (unsigned int)PyDataType_ALIGNMENT(d));
-    else if (d->type_num == NPY_LONGDOUBLE || d->type_num == NPY_CLONGDOUBLE ||
-             code_info(d->type == 'p' ? 'q' : d->type, &size, &align) < 0) {
-        PyErr_Format(PyExc_TypeError, "prepare(): dtype %R has no CUDA C type", (PyObject *)d);
-        rc = -1;
-    } else {
-        char c = d->type;
-        if (c == 'p')
-            c = 'q';
-        rc = add_spec(specs, n, cap, c, size, align);
-    }
-    Py_DECREF(d);
-    return rc;
 }
 
 PyDoc_STRVAR(prepare_doc,
@@ -804,376 +232,11 @@ function_prepare(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyO
         PyErr_SetString(PyExc_TypeError, "prepare() takes one argument, arg_types");
         return NULL;
     }
-    PyObject *types = args[0];
-    bc_ArgSpec *specs = NULL;
-    Py_ssize_t n = 0, cap = 0;
-    PyObject *fmt = NULL;
-    if (PyUnicode_Check(types) || PyBytes_Check(types)) {
-        fmt = PyUnicode_Check(types) ? Py_NewRef(types)
-                                     : PyUnicode_FromEncodedObject(types, "ascii", "strict");
-        const char *s = fmt ? PyUnicode_AsUTF8(fmt) : NULL;
-        if (s == NULL || parse_format(s, &specs, &n, &cap) < 0)
-            goto error;
-    } else {
-        PyObject *seq = PySequence_Fast(types, "prepare(): arg_types must be a struct-style "
-                                               "string or a list of dtypes");
-        if (seq == NULL)
-            goto error;
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++)
-            if (parse_dtype_item(PySequence_Fast_ITEMS(seq)[i], &specs, &n, &cap) < 0) {
-                Py_DECREF(seq);
-                goto error;
-            }
-        Py_DECREF(seq);
-        /* The equivalent format string, for `arg_format`. */
-        PyObject *parts = PyList_New(0);
-        for (Py_ssize_t i = 0; parts && i < n; i++) {
-            PyObject *p = specs[i].code == 'V' ? PyUnicode_FromFormat("%us", specs[i].size)
-                                               : PyUnicode_FromOrdinal((unsigned char)specs[i].code);
-            if (p == NULL || PyList_Append(parts, p) < 0)
-                Py_CLEAR(parts);
-            Py_XDECREF(p);
-        }
-        PyObject *empty = parts ? PyUnicode_FromString("") : NULL;
-        fmt = empty ? PyUnicode_Join(empty, parts) : NULL;
-        Py_XDECREF(empty);
-        Py_XDECREF(parts);
-        if (fmt == NULL)
-            goto error;
-    }
-    /* Drop 'x' padding entries: they only move the next offset. */
-    size_t off = 0;
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (specs[i].code == 'x') {
-            off += specs[i].size;
-            continue;
-        }
-        off = align_up(off, specs[i].align);
-        specs[k] = specs[i];
-        specs[k].offset = (unsigned int)off;
-        off += specs[i].size;
-        k++;
-    }
-    n = k;
-    if (self->nparams >= 0) {
-        if (n != self->nparams) {
-            PyErr_Format(PyExc_ValueError,
-                         "prepare(): kernel %R takes %zd argument%s, the signature %R has %zd",
-                         self->name, self->nparams, self->nparams == 1 ? "" : "s", fmt, n);
-            goto error;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (specs[i].size != self->param_size[i]) {
-                PyErr_Format(PyExc_ValueError,
-                             "prepare(): parameter #%zd (0-based) of kernel %R is %u bytes, "
-                             "the signature %R gives it %u",
-                             i, self->name, self->param_size[i], fmt, specs[i].size);
-                goto error;
-            }
-            specs[i].offset = self->param_offset[i];
-        }
-        off = n ? (size_t)self->param_offset[n - 1] + self->param_size[n - 1] : 0;
-    }
-    PyMem_Free(self->prepared);
-    self->prepared = specs;
-    self->nprepared = n;
-    self->prepared_bytes = off;
-    Py_XSETREF(self->arg_format, fmt);
+    if (bc_args_prepare(self, args[0]) < 0)
+        return NULL;
     return Py_NewRef(self);
-error:
-    PyMem_Free(specs);
-    Py_XDECREF(fmt);
-    return NULL;
 }
 
-/* ------------------------------------------------------------ prepared packing */
-
-static int
-prep_error(Py_ssize_t i, char code, PyObject *arg, const char *want)
-{
-    PyErr_Format(PyExc_TypeError, "parameter #%zd (0-based, '%c'): expected %s, got %.100s", i,
-                 code, want, Py_TYPE(arg)->tp_name);
-    return -1;
-}
-
-static int
-prep_range(Py_ssize_t i, char code, PyObject *arg)
-{
-    PyErr_Format(PyExc_OverflowError, "parameter #%zd (0-based, '%c'): %R is out of range", i,
-                 code, arg);
-    return -1;
-}
-
-/* An integer argument as (value, is_negative-aware) long long / unsigned. */
-/* The integer struct codes, indexed by the code: size (0: not an integer code) and
- * range. */
-static const struct {
-    unsigned char size;
-    long long lo;
-    unsigned long long hi;
-} int_codes[128] = {
-    ['?'] = {1, 0, 1},                 ['b'] = {1, INT8_MIN, INT8_MAX},
-    ['B'] = {1, 0, UINT8_MAX},         ['h'] = {2, INT16_MIN, INT16_MAX},
-    ['H'] = {2, 0, UINT16_MAX},        ['i'] = {4, INT32_MIN, INT32_MAX},
-    ['I'] = {4, 0, UINT32_MAX},        ['l'] = {8, INT64_MIN, INT64_MAX},
-    ['q'] = {8, INT64_MIN, INT64_MAX}, ['L'] = {8, 0, UINT64_MAX},
-    ['Q'] = {8, 0, UINT64_MAX},        ['P'] = {8, 0, UINT64_MAX},
-};
-
-int
-bc_pack_integer(char code, int neg, long long v, unsigned long long u, void *dst)
-{
-    unsigned char c = (unsigned char)code;
-    if (c >= BC_COUNT(int_codes) || int_codes[c].size == 0)
-        return -1;
-    if (neg ? v < int_codes[c].lo : u > int_codes[c].hi)
-        return 1;
-    uint64_t bits = neg ? (uint64_t)v : (uint64_t)u; /* two's complement */
-    switch (int_codes[c].size) {
-    case 1: *(uint8_t *)dst = (uint8_t)bits; break;
-    case 2: *(uint16_t *)dst = (uint16_t)bits; break;
-    case 4: *(uint32_t *)dst = (uint32_t)bits; break;
-    default: *(uint64_t *)dst = bits; break;
-    }
-    return 0;
-}
-
-static int
-prep_int(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *dst)
-{
-    long long v = 0;
-    unsigned long long u = 0;
-    int neg = 0;
-    if (PyLong_Check(arg)) {
-        int overflow;
-        v = PyLong_AsLongLongAndOverflow(arg, &overflow);
-        if (v == -1 && PyErr_Occurred())
-            return -1;
-        if (overflow < 0)
-            return prep_range(i, a->code, arg);
-        if (overflow > 0) {
-            u = PyLong_AsUnsignedLongLong(arg);
-            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                return prep_range(i, a->code, arg);
-            }
-        } else {
-            neg = v < 0;
-            u = (unsigned long long)v;
-        }
-    } else {
-        const scalar_kind *k = scalar_lookup(Py_TYPE(arg));
-        if (k != NULL && strchr("bBhHiIlLqQ?", k->code)) {
-            const char *p = (const char *)arg + k->offset;
-            switch (k->code) {
-            case 'b': v = *(const int8_t *)p; break;
-            case 'B': case '?': v = *(const uint8_t *)p; break;
-            case 'h': v = *(const int16_t *)p; break;
-            case 'H': v = *(const uint16_t *)p; break;
-            case 'i': v = *(const int32_t *)p; break;
-            case 'I': v = *(const uint32_t *)p; break;
-            case 'l': case 'q': v = *(const int64_t *)p; break;
-            default: u = *(const uint64_t *)p; goto unsigned_value;
-            }
-            neg = v < 0;
-            u = (unsigned long long)v;
-        unsigned_value:;
-        } else if (a->size == 8 && !PyFloat_Check(arg) && !PyArray_IsScalar(arg, Number)) {
-            /* 64-bit integers double as pointers (np.intp signatures). */
-            CUdeviceptr p;
-            if (bc_pointer_convert(st, arg, &p, NULL) < 0) {
-                if (!PyErr_ExceptionMatches(PyExc_TypeError))
-                    return -1;
-                PyErr_Clear();
-                return prep_error(i, a->code, arg, "an int or device pointer");
-            }
-            u = (unsigned long long)p;
-        } else if (PyIndex_Check(arg) && !PyFloat_Check(arg)) {
-            PyObject *num = PyNumber_Index(arg);
-            if (num == NULL)
-                return -1;
-            int rc = prep_int(st, i, a, num, dst);
-            Py_DECREF(num);
-            return rc;
-        } else
-            return prep_error(i, a->code, arg, "an int");
-    }
-    if (bc_pack_integer(a->code, neg, v, u, dst) != 0)
-        return prep_range(i, a->code, arg);
-    return 0;
-}
-
-static int
-prep_double(Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, double *out)
-{
-    if (PyFloat_CheckExact(arg)) {
-        *out = PyFloat_AS_DOUBLE(arg);
-        return 0;
-    }
-    if (PyLong_Check(arg)) {
-        *out = PyLong_AsDouble(arg);
-        return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
-    }
-    const scalar_kind *k = scalar_lookup(Py_TYPE(arg));
-    if (k != NULL && k->code == 'f') {
-        *out = *(const float *)((const char *)arg + k->offset);
-        return 0;
-    }
-    if (k != NULL && k->code == 'd') {
-        *out = *(const double *)((const char *)arg + k->offset);
-        return 0;
-    }
-    if (PyComplex_Check(arg) || (k != NULL && (k->code == 'F' || k->code == 'D')))
-        return prep_error(i, a->code, arg, "a real number");
-    *out = PyFloat_AsDouble(arg);
-    if (*out == -1.0 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            return prep_error(i, a->code, arg, "a float");
-        }
-        return -1;
-    }
-    return 0;
-}
-
-static int
-prep_pointer(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *dst)
-{
-    PyTypeObject *tp = Py_TYPE(arg);
-    if (tp == (PyTypeObject *)st->DeviceAllocationType) {
-        bc_DeviceAllocation *al = (bc_DeviceAllocation *)arg;
-        if (!al->freed && !(al->ctx && al->ctx->released)) {
-            *(uint64_t *)dst = (uint64_t)al->ptr;
-            return 0;
-        }
-    } else if (PyLong_CheckExact(arg)) {
-        unsigned long long p = PyLong_AsUnsignedLongLong(arg);
-        if (p == (unsigned long long)-1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return prep_range(i, a->code, arg);
-        }
-        *(uint64_t *)dst = p;
-        return 0;
-    } else if (scalar_lookup(tp) != NULL || PyArray_IsScalar(arg, Integer))
-        return prep_int(st, i, a, arg, dst);
-    unsigned long long handle; /* texture and surface objects go as their 64-bit handle */
-    int is_texture = bc_texture_handle(st, arg, &handle);
-    if (is_texture != 0) {
-        if (is_texture < 0)
-            return -1;
-        *(uint64_t *)dst = handle;
-        return 0;
-    }
-    CUdeviceptr p;
-    if (bc_pointer_convert(st, arg, &p, NULL) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            return prep_error(i, a->code, arg, "a device pointer");
-        }
-        return -1;
-    }
-    *(uint64_t *)dst = (uint64_t)p;
-    return 0;
-}
-
-static int
-prep_blob(Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg, char *dst)
-{
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_CONTIG_RO | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        return prep_error(i, 's', arg, "a struct (numpy.void, a size-1 array or bytes)");
-    }
-    int rc = 0;
-    if (bc_arg_plain_host(arg, &view, "prepared_call", "a struct argument") < 0)
-        rc = -1;
-    else if ((size_t)view.len != a->size) {
-        PyErr_Format(PyExc_ValueError, "parameter #%zd (0-based): struct of %u bytes expected, "
-                                       "got %zd bytes", i, a->size, view.len);
-        rc = -1;
-    } else
-        memcpy(dst, view.buf, a->size);
-    PyBuffer_Release(&view);
-    return rc;
-}
-
-static int
-pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n, char *buf)
-{
-    if (n != f->nprepared) {
-        PyErr_Format(PyExc_TypeError, "prepared kernel %R takes %zd argument%s (%U), got %zd",
-                     f->name, f->nprepared, f->nprepared == 1 ? "" : "s", f->arg_format, n);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const bc_ArgSpec *a = &f->prepared[i];
-        char *dst = buf + a->offset;
-        PyObject *arg = args[i];
-        double d;
-        switch (a->code) {
-        case 'P':
-            if (prep_pointer(st, i, a, arg, dst) < 0)
-                return -1;
-            break;
-        case 'f':
-            if (prep_double(i, a, arg, &d) < 0)
-                return -1;
-            if (isfinite(d) && fabs(d) > FLT_MAX) {
-                PyErr_Format(PyExc_OverflowError,
-                             "parameter #%zd (0-based, 'f'): %R is too large for float32", i, arg);
-                return -1;
-            }
-            *(float *)dst = (float)d;
-            break;
-        case 'd':
-            if (prep_double(i, a, arg, &d) < 0)
-                return -1;
-            *(double *)dst = d;
-            break;
-        case 'e':
-            if (prep_double(i, a, arg, &d) < 0 || PyFloat_Pack2(d, dst, 1) < 0)
-                return -1;
-            break;
-        case 'F':
-        case 'D': {
-            Py_complex c;
-            const scalar_kind *k = scalar_lookup(Py_TYPE(arg));
-            if (k != NULL && k->code == 'F') {
-                const float *p = (const float *)((const char *)arg + k->offset);
-                c.real = p[0];
-                c.imag = p[1];
-            } else if (k != NULL && k->code == 'D') {
-                const double *p = (const double *)((const char *)arg + k->offset);
-                c.real = p[0];
-                c.imag = p[1];
-            } else {
-                c = PyComplex_AsCComplex(arg);
-                if (c.real == -1.0 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    return prep_error(i, a->code, arg, "a complex number");
-                }
-            }
-            if (a->code == 'F') {
-                ((float *)dst)[0] = (float)c.real;
-                ((float *)dst)[1] = (float)c.imag;
-            } else {
-                ((double *)dst)[0] = c.real;
-                ((double *)dst)[1] = c.imag;
-            }
-            break;
-        }
-        case 'V':
-            if (prep_blob(i, a, arg, dst) < 0)
-                return -1;
-            break;
-        default:
-            if (prep_int(st, i, a, arg, dst) < 0)
-                return -1;
-        }
-    }
-    return 0;
-}
 
 /* prepared_call / prepared_async_call / prepared_timed_call share this. */
 static PyObject *
@@ -1206,7 +269,7 @@ prepared_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
     }
     unsigned int g[3], b[3], sh;
     CUstream s = NULL;
-    if (parse_launch_dims(self, args[0], args[1], g, b) < 0 || parse_shared(shared, &sh) < 0 ||
+    if (bc_args_launch_dims(self, args[0], args[1], g, b) < 0 || bc_args_shared(shared, &sh) < 0 ||
         (stream != NULL && bc_stream_convert(st, stream, &s) < 0))
         return NULL;
     uint64_t stackbuf[BC_ARGS_STACK / 8];
@@ -1215,7 +278,8 @@ prepared_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
         return PyErr_NoMemory();
     PyObject *out = NULL;
     timer t = {NULL, NULL};
-    if (pack_prepared(st, self, args + fixed, nargs - fixed, buf) < 0 || module_ok(st, self) < 0)
+    if (bc_args_pack_prepared(st, self, args + fixed, nargs - fixed, buf) < 0 ||
+        module_ok(st, self) < 0)
         goto done;
     if (timed && timer_start(st, &t, s) < 0)
         goto done;
@@ -1316,14 +380,14 @@ function_launch_ex(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, P
     }
     unsigned int g[3], b[3], c[3], sh;
     CUstream s = NULL;
-    if (parse_launch_dims(self, args[0], args[1], g, b) < 0 || parse_shared(shared, &sh) < 0 ||
+    if (bc_args_launch_dims(self, args[0], args[1], g, b) < 0 || bc_args_shared(shared, &sh) < 0 ||
         (stream != NULL && bc_stream_convert(st, stream, &s) < 0))
         return NULL;
     CUlaunchAttribute attrs[3];
     unsigned int nattrs = 0;
     memset(attrs, 0, sizeof attrs);
     if (cluster != NULL && cluster != Py_None) {
-        if (parse_dims(cluster, "cluster", c) < 0)
+        if (bc_args_dims(cluster, "cluster", c) < 0)
             return NULL;
         if (g[0] % c[0] || g[1] % c[1] || g[2] % c[2]) {
             PyErr_Format(PyExc_ValueError,
@@ -1355,11 +419,11 @@ function_launch_ex(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, P
         attrs[nattrs].value.priority = (int)p;
         nattrs++;
     }
-    packbuf pb;
-    pack_init(&pb);
+    bc_packbuf pb;
+    bc_packbuf_init(&pb);
     PyObject *out = NULL;
     PyObject *stream_obj = stream ? stream : Py_None;
-    if (pack_call_args(st, self, args + 2, nargs - 2, &pb) < 0 || module_ok(st, self) < 0)
+    if (bc_args_pack_call(st, self, args + 2, nargs - 2, &pb) < 0 || module_ok(st, self) < 0)
         goto done;
     if (pb.handlers && call_handlers(pb.handlers, "pre_call", stream_obj) < 0)
         goto done;
@@ -1392,7 +456,7 @@ function_launch_ex(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, P
         goto done;
     out = Py_NewRef(Py_None);
 done:
-    pack_free(&pb);
+    bc_packbuf_free(&pb);
     return out;
 }
 
@@ -1569,19 +633,19 @@ bc_bench_launch(PyObject *m, PyObject *args, PyObject *kwargs)
     }
     unsigned int g[3], b[3];
     CUstream s = NULL;
-    if (module_ok(st, f) < 0 || parse_launch_dims(f, grid, block, g, b) < 0 ||
+    if (module_ok(st, f) < 0 || bc_args_launch_dims(f, grid, block, g, b) < 0 ||
         (stream && bc_stream_convert(st, stream, &s) < 0))
         return NULL;
-    packbuf pb;
-    pack_init(&pb);
+    bc_packbuf pb;
+    bc_packbuf_init(&pb);
     PyObject *out = NULL;
     if (PyBytes_Check(fargs)) {
-        if (pack_reserve(&pb, (size_t)PyBytes_GET_SIZE(fargs)) < 0)
+        if (bc_packbuf_reserve(&pb, (size_t)PyBytes_GET_SIZE(fargs)) < 0)
             goto done;
         memcpy(pb.buf, PyBytes_AS_STRING(fargs), (size_t)PyBytes_GET_SIZE(fargs));
         pb.size = (size_t)PyBytes_GET_SIZE(fargs);
     } else if (PyTuple_Check(fargs)) {
-        if (pack_call_args(st, f, &PyTuple_GET_ITEM(fargs, 0), PyTuple_GET_SIZE(fargs), &pb) < 0)
+        if (bc_args_pack_call(st, f, &PyTuple_GET_ITEM(fargs, 0), PyTuple_GET_SIZE(fargs), &pb) < 0)
             goto done;
         if (pb.handlers) {
             PyErr_SetString(PyExc_TypeError, "_bench_launch(): argument handlers are not allowed");
@@ -1609,55 +673,10 @@ bc_bench_launch(PyObject *m, PyObject *args, PyObject *kwargs)
         goto done;
     out = PyFloat_FromDouble((t1 - t0) / (double)iters);
 done:
-    pack_free(&pb);
+    bc_packbuf_free(&pb);
     return out;
 }
 
-PyDoc_STRVAR(pack_args_doc,
-"_pack_args(function, *args)\n--\n\n"
-"Private: the bytes __call__ would hand to the kernel for `args` (for tests and\n"
-"_bench_launch).");
-
-static PyObject *
-bc_pack_args(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
-{
-    bc_State *st = bc_state_from_module(m);
-    if (nargs < 1 || Py_TYPE(args[0]) != (PyTypeObject *)st->FunctionType) {
-        PyErr_SetString(PyExc_TypeError, "_pack_args(function, *args)");
-        return NULL;
-    }
-    packbuf pb;
-    pack_init(&pb);
-    PyObject *out = NULL;
-    if (pack_call_args(st, (bc_Function *)args[0], args + 1, nargs - 1, &pb) == 0)
-        out = PyBytes_FromStringAndSize(pb.buf, (Py_ssize_t)pb.size);
-    pack_free(&pb);
-    return out;
-}
-
-PyDoc_STRVAR(pack_prepared_doc,
-"_pack_prepared(function, *args)\n--\n\n"
-"Private: the bytes prepared_call would hand to the kernel for `args`.");
-
-static PyObject *
-bc_pack_prepared_py(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
-{
-    bc_State *st = bc_state_from_module(m);
-    if (nargs < 1 || Py_TYPE(args[0]) != (PyTypeObject *)st->FunctionType) {
-        PyErr_SetString(PyExc_TypeError, "_pack_prepared(function, *args)");
-        return NULL;
-    }
-    bc_Function *f = (bc_Function *)args[0];
-    if (f->nprepared < 0)
-        return bc_error_logic(st, "call prepare() first"), NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)f->prepared_bytes);
-    if (out == NULL)
-        return NULL;
-    memset(PyBytes_AS_STRING(out), 0, f->prepared_bytes);
-    if (pack_prepared(st, f, args + 1, nargs - 1, PyBytes_AS_STRING(out)) < 0)
-        Py_CLEAR(out);
-    return out;
-}
 
 PyDoc_STRVAR(launch_release_gil_doc,
 "_launch_release_gil(flag=None)\n--\n\n"
@@ -1717,10 +736,15 @@ bc_test_function(PyObject *m, PyObject *args, PyObject *kwargs)
     self->max_threads = mt;
     self->nparams = -1;
     self->param_offset = self->param_size = NULL;
+    self->param_bytes = 0;
+    self->param_gaps = 0;
     self->nprepared = -1;
     self->prepared = NULL;
     self->prepared_bytes = 0;
     self->arg_format = NULL;
+    self->prepared_gaps = 0;
+    self->dims_grid = self->dims_block = NULL;
+    self->dims_max_threads = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     if (params != Py_None) {
@@ -1740,6 +764,7 @@ bc_test_function(PyObject *m, PyObject *args, PyObject *kwargs)
             self->param_size[i] = z;
         }
         self->nparams = n;
+        bc_args_layout(self);
         Py_DECREF(seq);
     }
     return (PyObject *)self;
@@ -1779,10 +804,15 @@ bc_function_new(bc_State *st, bc_Module *module, PyObject *name)
     self->max_threads = mt;
     self->nparams = -1;
     self->param_offset = self->param_size = NULL;
+    self->param_bytes = 0;
+    self->param_gaps = 0;
     self->nprepared = -1;
     self->prepared = NULL;
     self->prepared_bytes = 0;
     self->arg_format = NULL;
+    self->prepared_gaps = 0;
+    self->dims_grid = self->dims_block = NULL;
+    self->dims_max_threads = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     /* The kernel's parameter layout, when the driver can tell (CUDA 12.4+). */
@@ -1811,8 +841,10 @@ bc_function_new(bc_State *st, bc_Module *module, PyObject *name)
     }
     /* Past the last parameter the driver answers CUDA_ERROR_INVALID_VALUE; any
      * other answer (an old driver) means we cannot check arguments. */
-    if (rc == CUDA_ERROR_INVALID_VALUE)
+    if (rc == CUDA_ERROR_INVALID_VALUE) {
         self->nparams = (Py_ssize_t)n;
+        bc_args_layout(self);
+    }
     return (PyObject *)self;
 }
 
@@ -1821,6 +853,8 @@ function_traverse(bc_Function *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->module);
+    Py_VISIT(self->dims_grid);
+    Py_VISIT(self->dims_block);
     return 0;
 }
 
@@ -1835,6 +869,8 @@ function_dealloc(bc_Function *self)
     PyMem_Free(self->param_size);
     PyMem_Free(self->prepared);
     Py_CLEAR(self->arg_format);
+    Py_CLEAR(self->dims_grid);
+    Py_CLEAR(self->dims_block);
     Py_CLEAR(self->name);
     Py_CLEAR(self->module);
     tp->tp_free(self);
@@ -1966,9 +1002,6 @@ static PyType_Spec function_spec = {
 static PyMethodDef function_functions[] = {
     {"_bench_launch", (PyCFunction)(void (*)(void))bc_bench_launch, METH_VARARGS | METH_KEYWORDS,
      bench_launch_doc},
-    {"_pack_args", (PyCFunction)(void (*)(void))bc_pack_args, METH_FASTCALL, pack_args_doc},
-    {"_pack_prepared", (PyCFunction)(void (*)(void))bc_pack_prepared_py, METH_FASTCALL,
-     pack_prepared_doc},
     {"_test_function", (PyCFunction)(void (*)(void))bc_test_function, METH_VARARGS | METH_KEYWORDS,
      test_function_doc},
     {"_launch_release_gil", (PyCFunction)(void (*)(void))bc_launch_release_gil, METH_FASTCALL,
@@ -1979,8 +1012,8 @@ static PyMethodDef function_functions[] = {
 int
 bc_function_setup(PyObject *m, bc_State *st)
 {
-    scalar_kinds_init();
-    if (bc_add_type(m, &function_spec, NULL, &st->FunctionType) < 0)
+    if (bc_add_type(m, &function_spec, NULL, &st->FunctionType) < 0 ||
+        bc_argpack_setup(m, st) < 0)
         return -1;
     return PyModule_AddFunctions(m, function_functions);
 }

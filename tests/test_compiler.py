@@ -73,7 +73,11 @@ def delta(before):
 
 
 def cache_files(cache):
-    return sorted(os.listdir(cache)) if os.path.isdir(cache) else []
+    """The entries (and any stray temporary files) of a cache directory; its
+    header-hash index (headers-1.idx) is not an entry."""
+    if not os.path.isdir(cache):
+        return []
+    return sorted(n for n in os.listdir(cache) if n != "headers-1.idx")
 
 
 # ------------------------------------------------------------------ NVRTC
@@ -827,3 +831,35 @@ def test_source_module_repeat_shares_module(ctx, cache):
 def test_source_module_compile_error(ctx):
     with pytest.raises(drv.CompileError, match=r" > 3 \|   x\[0\] = y;"):
         compiler.SourceModule(BAD, cache_dir=False)
+
+
+def test_header_index_remembers_hashes_but_changes_still_miss(tmp_path, cache):
+    # the header hashes kept in the cache directory's index stand in for reading
+    # the headers in a new process; a changed header must still be read again
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = inc / "v.cuh"
+    header.write_text("#define VALUE 11\n")
+    src = '#include "v.cuh"\n__global__ void k(int *x) { x[0] = VALUE; }\n'
+    kw = dict(include_dirs=[str(inc)], cache_dir=cache, arch="compute_90")
+    before = counts()
+    p1 = compiler.compile(src, **kw)
+    index = os.path.join(cache, "headers-1.idx")
+    with open(index, encoding="utf-8") as f:
+        assert str(header) in f.read()
+    compiler.clear_memory_cache()            # as a new process: the index is read again
+    assert compiler.compile(src, **kw) == p1
+    assert delta(before)["nvrtc"] == 1 and delta(before)["disk_hits"] == 1
+    compiler.clear_memory_cache()
+    header.write_text("#define VALUE 3333\n")
+    st = os.stat(header)
+    os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert b"3333;" in compiler.compile(src, **kw)
+    assert delta(before)["nvrtc"] == 2
+    # a damaged index is ignored (and rewritten)
+    with open(index, "w", encoding="utf-8") as f:
+        f.write("barecuda-header-index-1\n1 2 3 zz " + str(header) + "\ngarbage\n")
+    compiler.clear_memory_cache()
+    header.write_text("#define VALUE 11\n")
+    assert compiler.compile(src, **kw) == p1
+    assert delta(before)["nvrtc"] == 2

@@ -45,7 +45,8 @@ PyObject *bc_module_load_image(bc_State *st, const void *image, PyObject *option
 typedef struct {
     char code;           /* struct-module letter: b B h H i I l L q Q e f d F D ? P, or V */
     unsigned char align; /* alignment in the packed buffer */
-    unsigned short pad;
+    unsigned char conv;  /* how argpack.c converts it (its own enum) */
+    unsigned char pad;
     unsigned int size;   /* bytes */
     unsigned int offset; /* where it goes in the packed buffer */
 } bc_ArgSpec;
@@ -64,11 +65,19 @@ typedef struct {
     Py_ssize_t nparams;
     unsigned int *param_offset;
     unsigned int *param_size;
+    size_t param_bytes;     /* the packed buffer: end of the furthest parameter */
+    int param_gaps;         /* padding between parameters (zeroed before packing) */
     /* prepare(): the signature and its packed layout. */
     Py_ssize_t nprepared;   /* -1 when not prepared */
     bc_ArgSpec *prepared;
     size_t prepared_bytes;  /* total size of the packed buffer */
     PyObject *arg_format;   /* the format string, for PyCUDA's `arg_format` */
+    int prepared_gaps;      /* padding in the prepared layout */
+    /* The last grid and block objects seen (tuples of exact ints, immutable) and
+     * what they parsed to under max_threads == dims_max_threads (argpack.c). */
+    PyObject *dims_grid, *dims_block;
+    unsigned int dims_g[3], dims_b[3];
+    int dims_max_threads;
     PyObject *weakreflist;
 } bc_Function;
 

@@ -59,7 +59,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 import barecuda
-from barecuda import _driver
+from barecuda import _driver, _headers
 from barecuda import driver as _drv
 
 CompileError = _drv.CompileError
@@ -90,7 +90,6 @@ NVRTC_STD_INCLUDE_DIR = os.path.join(INCLUDE_DIR, "nvrtc")
 #: Force-included into every NVRTC compile: uint/ushort/ulong, which nvcc's
 #: host headers make visible everywhere (-DBARECUDA_NO_PRELUDE leaves them out).
 _PRELUDE = os.path.join(NVRTC_STD_INCLUDE_DIR, "barecuda_prelude.h")
-_HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inc", ".inl", ".cuinc")
 _ENTRY_MAGIC = b"BCKCACH1"
 _ENTRY_HEAD = struct.Struct("<8s32sBxxxIIQ32s")
 _KINDS = ("cubin", "ptx", "fatbin")
@@ -109,7 +108,6 @@ _loaded = weakref.WeakValueDictionary()  # (context handle, id(_Compiled)) -> _L
 # still destroys it (DESIGN.md: caches never keep a context alive).
 _KEEP_LOADED = 64
 _recent = collections.OrderedDict()
-_header_memo = {}                       # path -> ((mtime_ns, size, ino), sha256 digest)
 _device_cc = {}                         # device ordinal -> 10 * major + minor
 _once = {}                              # facts computed once per process
 
@@ -221,59 +219,9 @@ def _nvrtc_version_text():
 
 # ------------------------------------------------------------------ headers
 
-def _header_files(dirs, every_file=False):
-    """Sorted header files under `dirs` (recursively); with `every_file`, all
-    files, for headers named without a suffix (<cmath>)."""
-    out = []
-    for top in dirs:
-        stack = [top]
-        while stack:
-            d = stack.pop()
-            try:
-                it = os.scandir(d)
-            except OSError:
-                continue
-            with it:
-                for e in it:
-                    try:
-                        if e.is_dir():
-                            stack.append(e.path)
-                        elif every_file or e.name.endswith(_HEADER_SUFFIXES):
-                            out.append(e.path)
-                    except OSError:
-                        continue
-    out.sort()
-    return out
-
-
-def _header_stamp(dirs, every_file=False):
-    """(path, mtime_ns, size, inode) of every header under `dirs`: cheap to
-    recompute, it says whether a cached image may still be used."""
-    stamp = []
-    for p in _header_files(dirs, every_file):
-        try:
-            st = os.stat(p)
-        except OSError:
-            continue
-        stamp.append((p, st.st_mtime_ns, st.st_size, st.st_ino))
-    return tuple(stamp)
-
-
-def _header_digest(stamp):
-    """SHA-256 over the names and contents of the headers in `stamp`."""
-    h = hashlib.sha256()
-    for path, mtime, size, ino in stamp:
-        memo = _header_memo.get(path)
-        if memo is None or memo[0] != (mtime, size, ino):
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue
-            memo = ((mtime, size, ino), hashlib.sha256(data).digest())
-            _header_memo[path] = memo
-        h.update(path.encode("utf-8", "surrogateescape") + b"\0" + memo[1])
-    return h.digest()
+_header_files = _headers.header_files
+_header_stamp = _headers.header_stamp
+_header_digest = _headers.header_digest
 
 
 def _package_headers_digest():
@@ -692,7 +640,9 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
                          dirs=user_dirs)
 
     if directory is not None and not keep and compiler_id is not None:
+        _headers.load_index(directory)
         key = make_key(compiler_id)
+        _headers.save_index(directory)
         path = os.path.join(directory, key.hex() + ".bin")
         hit = lookup()
         if hit is not None:
@@ -788,7 +738,7 @@ def clear_memory_cache() -> None:
         _memory.clear()
         _loaded.clear()
         _recent.clear()
-        _header_memo.clear()
+        _headers.clear()
 
 
 def compile(source: str | bytes, nvcc: str = "nvcc", options: _Options = None,
