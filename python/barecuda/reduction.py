@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from barecuda._driver import Function, Stream
+    from barecuda._driver import Function
     from barecuda.compiler import SourceModule
     from barecuda.gpuarray import GPUArray
 
@@ -222,7 +222,7 @@ class ReductionKernel:
             params += [f"{index_t} bc_start", f"{index_t} bc_step"]
             map_expr = self.map_expr
             # The user's expression sees i as the index into the arrays.
-            map_hook = f"bc_map_range(i)"
+            map_hook = "bc_map_range(i)"
             pre = (f"#define bc_map_range(bc_j) ({_subst_i(map_expr, '(bc_start + (bc_j) * bc_step)')})")
         else:
             map_hook = self.map_expr
