@@ -6,7 +6,9 @@
  *
  * HotEntry remembers the compiled Functions a kernel generator last ran in a
  * context, weakly (the context's kernel cache owns them, DESIGN rule 5), with the
- * launch shape they need.
+ * launch shape they need; for a one-launch reduction also its workspace on the
+ * legacy default stream (ticket counter + partials, see python/barecuda/reduction.py),
+ * weakly as well.
  *
  * _OpTable is the small-op fast path of one operator (`a + b`, `a * 2.0`, `-a`,
  * `a.sum()`).  For operand dtypes it has seen, it checks the operands, takes the
@@ -122,6 +124,8 @@ typedef struct {
     PyObject *ctx;    /* weakref to the Context */
     PyObject *first;  /* weakref to the Function launched first */
     PyObject *other;  /* weakref to a second Function (reductions), or NULL */
+    PyObject *ws;     /* weakref to a one-launch reduction's DeviceAllocation
+                         workspace on stream 0, or NULL (two launches) */
     Py_ssize_t extra; /* the largest grid worth launching */
     Py_ssize_t block; /* threads per block */
     Py_ssize_t per;   /* elements one block covers per grid-stride step */
@@ -135,6 +139,7 @@ hot_dealloc(PyObject *self)
     Py_XDECREF(h->ctx);
     Py_XDECREF(h->first);
     Py_XDECREF(h->other);
+    Py_XDECREF(h->ws);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -143,11 +148,11 @@ static PyObject *
 hot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = PyType_GetModuleState(type);
-    static char *kwlist[] = {"ctx", "first", "other", "extra", "block", "per", NULL};
-    PyObject *ctx, *first, *other;
+    static char *kwlist[] = {"ctx", "first", "other", "extra", "block", "per", "workspace", NULL};
+    PyObject *ctx, *first, *other, *ws = Py_None;
     Py_ssize_t extra, block, per;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnnn:_HotEntry", kwlist, &ctx, &first,
-                                     &other, &extra, &block, &per))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnnn|$O:_HotEntry", kwlist, &ctx, &first,
+                                     &other, &extra, &block, &per, &ws))
         return NULL;
     if (Py_TYPE(ctx) != (PyTypeObject *)st->ContextType)
         return PyErr_Format(PyExc_TypeError, "_HotEntry(): ctx must be a Context, not %.100s",
@@ -156,6 +161,10 @@ hot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         (other != Py_None && Py_TYPE(other) != (PyTypeObject *)st->FunctionType))
         return PyErr_Format(PyExc_TypeError,
                             "_HotEntry(): first must be a Function and other a Function or None");
+    if (ws != Py_None && Py_TYPE(ws) != (PyTypeObject *)st->DeviceAllocationType)
+        return PyErr_Format(PyExc_TypeError,
+                            "_HotEntry(): workspace must be a DeviceAllocation or None, not %.100s",
+                            Py_TYPE(ws)->tp_name);
     if (extra < 1 || block < 1 || block > 1024 || per < block)
         return PyErr_Format(PyExc_ValueError,
                             "_HotEntry(): need extra >= 1, 1 <= block <= 1024 and per >= block "
@@ -168,7 +177,8 @@ hot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     h->per = per;
     if ((h->ctx = PyWeakref_NewRef(ctx, NULL)) == NULL ||
         (h->first = PyWeakref_NewRef(first, NULL)) == NULL ||
-        (other != Py_None && (h->other = PyWeakref_NewRef(other, NULL)) == NULL)) {
+        (other != Py_None && (h->other = PyWeakref_NewRef(other, NULL)) == NULL) ||
+        (ws != Py_None && (h->ws = PyWeakref_NewRef(ws, NULL)) == NULL)) {
         Py_DECREF(h);
         return NULL;
     }
@@ -205,9 +215,33 @@ hot_second(PyObject *self, PyObject *Py_UNUSED(ignored))
     return f != NULL ? f : Py_NewRef(Py_None);
 }
 
+/* The workspace DeviceAllocation (new reference) while it is alive and not freed,
+ * else NULL (no exception). */
+static bc_DeviceAllocation *
+hot_ws(bc_HotEntry *h)
+{
+    bc_DeviceAllocation *w = h->ws != NULL ? (bc_DeviceAllocation *)bc_weakref_get(h->ws) : NULL;
+    if (w != NULL && w->freed)
+        Py_CLEAR(w);
+    return w;
+}
+
+PyDoc_STRVAR(hot_workspace_doc,
+"workspace($self)\n--\n\n"
+"A one-launch reduction's workspace on the legacy default stream (a\n"
+"DeviceAllocation), or None when there is none (two launches) or it is gone.");
+
+static PyObject *
+hot_workspace(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *w = (PyObject *)hot_ws((bc_HotEntry *)self);
+    return w != NULL ? w : Py_NewRef(Py_None);
+}
+
 static PyMethodDef hot_methods[] = {
     {"get", hot_get, METH_O, hot_get_doc},
     {"second", hot_second, METH_NOARGS, hot_second_doc},
+    {"workspace", hot_workspace, METH_NOARGS, hot_workspace_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -220,11 +254,13 @@ static PyMemberDef hot_members[] = {
 };
 
 PyDoc_STRVAR(hot_doc,
-"_HotEntry(ctx, first, other, extra, block, per)\n--\n\n"
+"_HotEntry(ctx, first, other, extra, block, per, *, workspace=None)\n--\n\n"
 "The Functions a kernel generator last ran in context `ctx` (`other` is a\n"
 "reduction's second stage, or None), held weakly so that a kernel object never\n"
 "keeps a context alive, and how it launches them: at most `extra` blocks of\n"
-"`block` threads, each block covering `per` elements per grid-stride step.");
+"`block` threads, each block covering `per` elements per grid-stride step.  A\n"
+"reduction given a `workspace` (DeviceAllocation, held weakly) runs in one launch:\n"
+"its first Function takes (out, partials, ticket, x, n).");
 
 static PyType_Slot hot_slots[] = {
     {Py_tp_new, hot_new},
@@ -599,48 +635,70 @@ op_elementwise(bc_State *st, bc_OpTable *t, op_call *c, bc_Context *ctx)
     return out;
 }
 
-/* A 0-d reduction of x: one block, or a grid of partial results and a final block. */
+#define WS_HEAD 256 /* workspace bytes before the partials: reduction.py's WS_HEAD */
+
+/* A 0-d reduction of x, stage1(out, partials, ticket, x, n): one block writing
+ * out[0]; or one launch whose last block combines the partials (a workspace: the
+ * shared one on stream 0, else one of this launch's own with its ticket zeroed);
+ * or, with no workspace in the entry, partials and a second one-block launch. */
 static PyObject *
 op_reduce(bc_State *st, bc_OpTable *t, op_call *c, bc_Context *ctx)
 {
     bc_HotEntry *h = (bc_HotEntry *)c->hot;
     Py_ssize_t grid = (c->n + h->per - 1) / h->per;
-    if (grid > h->extra)
-        grid = h->extra;
+    if (grid > h->extra) { /* spread the steps evenly over at most `extra` blocks */
+        Py_ssize_t rounds = (grid + h->extra - 1) / h->extra;
+        grid = (grid + rounds - 1) / rounds;
+    }
+    int onepass = h->ws != NULL;
     bc_Function *f1 = hot_function(h->first);
-    bc_Function *f2 = grid > 1 ? hot_function(h->other) : NULL;
+    bc_Function *f2 = grid > 1 && !onepass ? hot_function(h->other) : NULL;
+    bc_DeviceAllocation *ws = grid > 1 && onepass && c->stream == Py_None ? hot_ws(h) : NULL;
     uint64_t buf1[16], buf2[16];
-    CUdeviceptr p2[2] = {0, 0};
+    CUdeviceptr p1[4] = {0, 0, 0, c->ptrs[1]}, p2[2] = {0, 0};
     PyObject *out = NULL, *mem = NULL, *partials = NULL;
-    if (f1 == NULL || (grid > 1 && f2 == NULL) ||
-        !op_pack(f1, c->ptrs, 2, NULL, c->n, buf1, sizeof buf1) ||
-        (grid > 1 && !op_pack(f2, p2, 2, NULL, grid, buf2, sizeof buf2))) {
+    if (f1 == NULL || (f2 == NULL && grid > 1 && !onepass) ||
+        (ws == NULL && grid > 1 && onepass && c->stream == Py_None) ||
+        !op_pack(f1, p1, 4, NULL, c->n, buf1, sizeof buf1) ||
+        (f2 != NULL && !op_pack(f2, p2, 2, NULL, grid, buf2, sizeof buf2))) {
         out = Py_NewRef(Py_None);
         goto done;
     }
     if ((mem = bc_array_alloc_in(st, ctx, c->itemsize, c->stream, c->s)) == NULL)
         goto done;
-    CUdeviceptr z = ((bc_DeviceAllocation *)mem)->ptr;
-    if (grid == 1) {
-        memcpy((char *)buf1 + f1->prepared[0].offset, &z, sizeof z);
-        if (op_launch(st, f1, 1, h->block, c->s, buf1) < 0)
-            goto done;
-    } else {
-        partials = bc_array_alloc_in(st, ctx, (size_t)grid * c->itemsize, c->stream, c->s);
+    CUdeviceptr z = ((bc_DeviceAllocation *)mem)->ptr, part = 0, ticket = 0;
+    if (grid > 1 && ws != NULL) {
+        ticket = ws->ptr;
+        part = ws->ptr + WS_HEAD;
+    } else if (grid > 1) {
+        size_t head = onepass ? WS_HEAD : 0;
+        partials = bc_array_alloc_in(st, ctx, head + (size_t)grid * c->itemsize, c->stream, c->s);
         if (partials == NULL)
             goto done;
         CUdeviceptr p = ((bc_DeviceAllocation *)partials)->ptr;
-        memcpy((char *)buf1 + f1->prepared[0].offset, &p, sizeof p);
+        part = p + head;
+        if (onepass) {
+            ticket = p;
+            if (bc_check(st, bc_drv.cuMemsetD32Async(ticket, 0, 1, c->s), "cuMemsetD32Async") < 0)
+                goto done;
+        }
+    }
+    memcpy((char *)buf1 + f1->prepared[0].offset, &z, sizeof z);
+    memcpy((char *)buf1 + f1->prepared[1].offset, &part, sizeof part);
+    memcpy((char *)buf1 + f1->prepared[2].offset, &ticket, sizeof ticket);
+    if (op_launch(st, f1, grid, h->block, c->s, buf1) < 0)
+        goto done;
+    if (f2 != NULL) {
         memcpy((char *)buf2 + f2->prepared[0].offset, &z, sizeof z);
-        memcpy((char *)buf2 + f2->prepared[1].offset, &p, sizeof p);
-        if (op_launch(st, f1, grid, h->block, c->s, buf1) < 0 ||
-            op_launch(st, f2, 1, h->block, c->s, buf2) < 0)
+        memcpy((char *)buf2 + f2->prepared[1].offset, &part, sizeof part);
+        if (op_launch(st, f2, 1, h->block, c->s, buf2) < 0)
             goto done;
     }
     out = op_result(t, c, mem);
 done:
     Py_XDECREF(partials);
     Py_XDECREF(mem);
+    Py_XDECREF(ws);
     Py_XDECREF(f1);
     Py_XDECREF(f2);
     return out;

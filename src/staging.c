@@ -4,17 +4,28 @@
  *
  * The driver copies pageable memory through one internal bounce buffer with
  * one CPU thread, and a copy into freshly allocated memory also pays a page
- * fault per 4 KiB page on that thread: about 3 GB/s into a new NumPy array.
- * Here the transfer is split between up to MAX_WORKERS threads; each owns two
- * pinned buffers of CHUNK bytes and overlaps its host memcpy (where the page
- * faults happen, now in parallel) with the DMA of the other buffer.  The DMA
- * runs in order on the caller's stream, and the call returns when every byte
- * has arrived, as cuMemcpyHtoD/cuMemcpyDtoH do.
+ * fault per page on that thread: about 3 GB/s into a new NumPy array.  Here
+ * the transfer is split between up to `workers` threads; each owns `depth`
+ * pinned buffers of `chunk` bytes, round-robin with one event each, and
+ * overlaps its host memcpy (where the page faults happen, now in parallel)
+ * with the DMA of its other buffers.  A copy to the host whose destination is
+ * not yet in memory (a new array) also starts `prefault` threads that populate
+ * its pages (madvise MADV_POPULATE_WRITE, which never changes the contents)
+ * ahead of the workers, so the workers mostly find their pages present.  The
+ * DMA runs in order on the caller's stream, and the call returns when every
+ * byte has arrived, as cuMemcpyHtoD/cuMemcpyDtoH do.
  *
- * The pinned buffers (MAX_WORKERS * 2 * CHUNK bytes, allocated portable on the
- * first large copy) are shared by the process behind a mutex: a copy that
+ * The pinned buffers (workers * depth * chunk bytes, allocated portable on
+ * the first large copy) are shared by the process behind a mutex: a copy that
  * finds them busy, a small copy, and host memory the driver already knows
- * (pinned, registered or managed) go straight to the driver. */
+ * (pinned, registered or managed) go straight to the driver.  So an array
+ * that is copied often is best registered once with register_host_memory():
+ * its copies then run at the pinned rate.
+ *
+ * The four settings come from the environment on first use
+ * (BARECUDA_STAGE_WORKERS, BARECUDA_STAGE_CHUNK_MIB, BARECUDA_STAGE_DEPTH,
+ * BARECUDA_STAGE_PREFAULT) and can be changed by _staging_config(), so that
+ * variants can be compared in one process. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
 #include "barecuda/error.h"
@@ -23,74 +34,173 @@
 #include "barecuda/stream.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#define CHUNK ((size_t)2 << 20)
-#define MAX_WORKERS 8
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
+#endif
+
+#define MAX_WORKERS 16
+#define MAX_DEPTH 4
+#define MAX_CHUNK_MIB 64
 #define PER_WORKER ((size_t)8 << 20)   /* bytes that justify one more thread */
 #define MIN_STAGED ((size_t)1 << 20)   /* smaller copies go to the driver as they are */
+#define MIN_PREFAULT ((size_t)16 << 20) /* smaller new destinations fault in the workers */
+#define PAGE ((size_t)4096)
 
 enum { TO_DEVICE, TO_HOST };
 
+typedef struct {
+    int workers, depth, prefault; /* prefault: threads, 0 none */
+    size_t chunk;                 /* bytes */
+} stage_config;
+
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *stage_mem;    /* MAX_WORKERS * 2 * CHUNK pinned bytes, or NULL */
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static stage_config cfg = {8, 2, 8, (size_t)2 << 20}; /* stage_lock held to change */
+static char *stage_mem;   /* cfg.workers * cfg.depth * cfg.chunk pinned bytes, or NULL */
+static size_t stage_size; /* its size */
+
+static long
+env_long(const char *name, long dflt, long lo, long hi)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end != '\0')
+        return dflt;
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+static void
+config_from_env(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    /* populating helpers only where cores are left over beside the workers */
+    cfg.prefault = cpus > 0 && cpus - cfg.workers > 1
+                       ? (int)(cpus - cfg.workers < MAX_WORKERS / 2 ? cpus - cfg.workers : MAX_WORKERS / 2)
+                       : 0;
+    cfg.workers = (int)env_long("BARECUDA_STAGE_WORKERS", cfg.workers, 1, MAX_WORKERS);
+    cfg.depth = (int)env_long("BARECUDA_STAGE_DEPTH", cfg.depth, 2, MAX_DEPTH);
+    cfg.prefault = (int)env_long("BARECUDA_STAGE_PREFAULT", cfg.prefault, 0, MAX_WORKERS);
+    cfg.chunk = (size_t)env_long("BARECUDA_STAGE_CHUNK_MIB", (long)(cfg.chunk >> 20), 1,
+                                 MAX_CHUNK_MIB) << 20;
+}
+
+/* ---- populating a new destination ahead of the workers */
 
 typedef struct {
-    int dir;
+    char *host;              /* the whole destination */
+    size_t part, len, chunk; /* the workers' part size, total length, chunk size */
+    size_t nparts, nchunks;  /* parts, chunks in the largest part */
+    atomic_size_t next;      /* the next (chunk, part) pair to populate */
+    atomic_int stop;         /* the workers are done, or madvise refused */
+} prefaulter;
+
+/* Populate chunk after chunk, the first chunk of every part first (the order in
+ * which the workers reach them). */
+static void *
+prefault_run(void *arg)
+{
+    prefaulter *pf = arg;
+    for (;;) {
+        size_t idx = atomic_fetch_add(&pf->next, 1);
+        if (idx >= pf->nparts * pf->nchunks || atomic_load(&pf->stop))
+            break;
+        size_t p = idx % pf->nparts, c = idx / pf->nparts;
+        size_t start = p * pf->part + c * pf->chunk;
+        size_t end = p * pf->part + (c + 1) * pf->chunk;
+        size_t part_end = (p + 1) * pf->part < pf->len ? (p + 1) * pf->part : pf->len;
+        if (end > part_end)
+            end = part_end;
+        if (start >= end)
+            continue;
+        uintptr_t lo = (uintptr_t)(pf->host + start) & ~(uintptr_t)(PAGE - 1);
+        uintptr_t hi = ((uintptr_t)(pf->host + end) + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+        if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+            atomic_store(&pf->stop, 1); /* an old kernel, or odd memory: the workers fault */
+    }
+    return NULL;
+}
+
+/* Whether the page holding p is not in memory yet (a new array's). */
+static int
+page_missing(const char *p)
+{
+    unsigned char vec = 0;
+    void *page = (void *)((uintptr_t)p & ~(uintptr_t)(PAGE - 1));
+    return mincore(page, PAGE, &vec) == 0 && !(vec & 1);
+}
+
+/* ---- the workers */
+
+typedef struct {
+    int dir, depth;
     CUcontext ctx;
     CUstream stream;
     CUdeviceptr dev;
     char *host;
-    size_t len;
-    char *buf[2];
+    size_t len, chunk;
+    char *buf[MAX_DEPTH];
     CUresult rc;
 } worker;
 
-/* Move w->len bytes, two chunks in flight: the host side of one chunk overlaps
- * the DMA of the other.  Returns with no DMA pending on the worker's buffers. */
+/* Move w->len bytes with w->depth chunks in flight: the host side of one chunk
+ * overlaps the DMA of the others.  Returns with no DMA pending on its buffers. */
 static void *
 worker_run(void *arg)
 {
     worker *w = arg;
-    CUevent ev[2] = {NULL, NULL};
-    int pending[2] = {0, 0};
+    const int depth = w->depth;
+    const size_t chunk = w->chunk;
+    CUevent ev[MAX_DEPTH] = {NULL};
+    int pending[MAX_DEPTH] = {0};
     CUresult rc = bc_drv.cuCtxSetCurrent(w->ctx);
-    for (int k = 0; k < 2 && rc == CUDA_SUCCESS; k++)
+    for (int k = 0; k < depth && rc == CUDA_SUCCESS; k++)
         rc = bc_drv.cuEventCreate(&ev[k], CU_EVENT_DISABLE_TIMING);
-    size_t nchunks = (w->len + CHUNK - 1) / CHUNK;
-#define CHUNK_LEN(i) ((i) + 1 < nchunks ? CHUNK : w->len - (i) * CHUNK)
+    size_t nchunks = (w->len + chunk - 1) / chunk;
+#define CHUNK_LEN(i) ((i) + 1 < nchunks ? chunk : w->len - (i) * chunk)
     if (w->dir == TO_DEVICE) {
         for (size_t i = 0; i < nchunks && rc == CUDA_SUCCESS; i++) {
-            int k = (int)(i & 1);
+            int k = (int)(i % (size_t)depth);
             if (pending[k]) {
                 pending[k] = 0;
                 if ((rc = bc_drv.cuEventSynchronize(ev[k])) != CUDA_SUCCESS)
                     break;
             }
-            memcpy(w->buf[k], w->host + i * CHUNK, CHUNK_LEN(i));
-            rc = bc_drv.cuMemcpyHtoDAsync(w->dev + i * CHUNK, w->buf[k], CHUNK_LEN(i), w->stream);
+            memcpy(w->buf[k], w->host + i * chunk, CHUNK_LEN(i));
+            rc = bc_drv.cuMemcpyHtoDAsync(w->dev + i * chunk, w->buf[k], CHUNK_LEN(i), w->stream);
             if (rc == CUDA_SUCCESS && (rc = bc_drv.cuEventRecord(ev[k], w->stream)) == CUDA_SUCCESS)
                 pending[k] = 1;
         }
     } else {
-        /* chunk i+1 is requested before chunk i is copied out */
-        for (size_t i = 0; i <= nchunks && rc == CUDA_SUCCESS; i++) {
-            if (i < nchunks) {
-                int k = (int)(i & 1);
-                rc = bc_drv.cuMemcpyDtoHAsync(w->buf[k], w->dev + i * CHUNK, CHUNK_LEN(i), w->stream);
+        /* chunks up to i + depth - 1 are requested before chunk i is copied out */
+        size_t issued = 0;
+        for (size_t i = 0; i < nchunks && rc == CUDA_SUCCESS; i++) {
+            while (issued < nchunks && issued < i + (size_t)depth && rc == CUDA_SUCCESS) {
+                int k = (int)(issued % (size_t)depth);
+                rc = bc_drv.cuMemcpyDtoHAsync(w->buf[k], w->dev + issued * chunk,
+                                              CHUNK_LEN(issued), w->stream);
                 if (rc == CUDA_SUCCESS && (rc = bc_drv.cuEventRecord(ev[k], w->stream)) == CUDA_SUCCESS)
                     pending[k] = 1;
+                issued++;
             }
-            if (i > 0 && rc == CUDA_SUCCESS) {
-                int k = (int)((i - 1) & 1);
-                pending[k] = 0;
-                if ((rc = bc_drv.cuEventSynchronize(ev[k])) == CUDA_SUCCESS)
-                    memcpy(w->host + (i - 1) * CHUNK, w->buf[k], CHUNK_LEN(i - 1));
-            }
+            if (rc != CUDA_SUCCESS)
+                break;
+            int k = (int)(i % (size_t)depth);
+            pending[k] = 0;
+            if ((rc = bc_drv.cuEventSynchronize(ev[k])) == CUDA_SUCCESS)
+                memcpy(w->host + i * chunk, w->buf[k], CHUNK_LEN(i));
         }
     }
 #undef CHUNK_LEN
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < depth; k++) {
         if (pending[k])
             bc_drv.cuEventSynchronize(ev[k]); /* the buffers are reused: drain even after an error */
         if (ev[k] != NULL)
@@ -110,31 +220,43 @@ host_is_known(void *p)
                                         (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
 }
 
-/* The staging buffers, (re)allocated in the current context; stage_lock held.
- * A context destroyed since frees them with it: cuMemHostGetFlags tells. */
+/* Whether stage_mem is still allocated: a context destroyed since frees it
+ * with itself, which cuMemHostGetFlags tells.  stage_lock held. */
+static int
+stage_alive(void)
+{
+    unsigned int flags;
+    return stage_mem != NULL && bc_drv.cuMemHostGetFlags(&flags, stage_mem) == CUDA_SUCCESS;
+}
+
+/* The staging buffers, (re)allocated in the current context; stage_lock held. */
 static CUresult
 stage_buffers(void)
 {
-    unsigned int flags;
-    if (stage_mem != NULL && bc_drv.cuMemHostGetFlags(&flags, stage_mem) == CUDA_SUCCESS)
+    size_t want = (size_t)cfg.workers * (size_t)cfg.depth * cfg.chunk;
+    if (stage_alive() && stage_size == want)
         return CUDA_SUCCESS;
+    if (stage_alive())
+        bc_drv.cuMemFreeHost(stage_mem); /* the settings changed */
     void *p = NULL;
-    CUresult rc = bc_drv.cuMemHostAlloc(&p, MAX_WORKERS * 2 * CHUNK, CU_MEMHOSTALLOC_PORTABLE);
+    CUresult rc = bc_drv.cuMemHostAlloc(&p, want, CU_MEMHOSTALLOC_PORTABLE);
     stage_mem = rc == CUDA_SUCCESS ? p : NULL;
+    stage_size = rc == CUDA_SUCCESS ? want : 0;
     return rc;
 }
 
 static size_t
-worker_count(size_t n)
+worker_count(size_t n, int most)
 {
     size_t t = n / PER_WORKER;
-    return t < 1 ? 1 : t > MAX_WORKERS ? MAX_WORKERS : t;
+    return t < 1 ? 1 : t > (size_t)most ? (size_t)most : t;
 }
 
 /* The copy itself, GIL released.  *routine names the call that failed. */
 static CUresult
 staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const char **routine)
 {
+    pthread_once(&config_once, config_from_env);
     int direct = n < MIN_STAGED || host_is_known(host) || pthread_mutex_trylock(&stage_lock) != 0;
     if (direct) {
         *routine = dir == TO_DEVICE ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
@@ -155,20 +277,31 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
         pthread_mutex_unlock(&stage_lock);
         return rc;
     }
-    size_t nw = worker_count(n);
-    size_t part = ((n + nw - 1) / nw + 4095) & ~(size_t)4095; /* whole pages per thread */
+    const stage_config c = cfg;
+    size_t nw = worker_count(n, c.workers);
+    size_t part = ((n + nw - 1) / nw + PAGE - 1) & ~(PAGE - 1); /* whole pages per thread */
     worker w[MAX_WORKERS];
-    pthread_t tid[MAX_WORKERS];
-    int started[MAX_WORKERS] = {0};
+    pthread_t tid[MAX_WORKERS], ptid[MAX_WORKERS];
+    int started[MAX_WORKERS] = {0}, pstarted[MAX_WORKERS] = {0};
     size_t used = 0, parts = 0;
     for (; parts < nw && used < n; parts++) {
         size_t len = n - used < part ? n - used : part;
-        w[parts] = (worker){dir, ctx, s, dev + used, host + used, len,
-                            {stage_mem + 2 * parts * CHUNK, stage_mem + (2 * parts + 1) * CHUNK},
-                            CUDA_SUCCESS};
+        w[parts] = (worker){.dir = dir, .depth = c.depth, .ctx = ctx, .stream = s,
+                            .dev = dev + used, .host = host + used, .len = len,
+                            .chunk = c.chunk, .rc = CUDA_SUCCESS};
+        for (int k = 0; k < c.depth; k++)
+            w[parts].buf[k] = stage_mem + ((size_t)c.depth * parts + (size_t)k) * c.chunk;
         used += len;
     }
     nw = parts;
+    /* a new destination: its pages populated by helpers while the DMA starts */
+    prefaulter pf = {.host = host, .part = part, .len = n, .chunk = c.chunk, .nparts = nw,
+                     .nchunks = (part + c.chunk - 1) / c.chunk};
+    atomic_init(&pf.next, 0);
+    atomic_init(&pf.stop, 0);
+    int npf = dir == TO_HOST && n >= MIN_PREFAULT && page_missing(host) ? c.prefault : 0;
+    for (int i = 0; i < npf; i++)
+        pstarted[i] = pthread_create(&ptid[i], NULL, prefault_run, &pf) == 0;
     for (size_t i = 1; i < nw; i++)
         started[i] = pthread_create(&tid[i], NULL, worker_run, &w[i]) == 0;
     worker_run(&w[0]);
@@ -178,6 +311,10 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
         else
             worker_run(&w[i]); /* no thread to be had: do its part here */
     }
+    atomic_store(&pf.stop, 1);
+    for (int i = 0; i < npf; i++)
+        if (pstarted[i])
+            pthread_join(ptid[i], NULL);
     pthread_mutex_unlock(&stage_lock);
     bc_drv.cuCtxSetCurrent(ctx); /* the calling thread ran a worker: keep its context */
     *routine = dir == TO_DEVICE ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
@@ -262,7 +399,55 @@ bc_dtoh_staged(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     return staged_entry(m, args, nargs, TO_HOST, "_dtoh_staged");
 }
 
+PyDoc_STRVAR(staging_config_doc,
+"_staging_config(workers=None, chunk_mib=None, depth=None, prefault=None)\n--\n\n"
+"The settings of staged copies, changed where given: `workers` threads (1 to 16)\n"
+"with `depth` pinned buffers (2 to 4) of `chunk_mib` MiB (1 to 64) each, and\n"
+"`prefault` threads (0 to 16) populating a new destination array of a copy to the\n"
+"host.  Returns them as a dict.  For benchmarks; the defaults come from the\n"
+"environment (BARECUDA_STAGE_WORKERS, _DEPTH, _CHUNK_MIB, _PREFAULT).");
+
+static int
+config_arg(PyObject *v, const char *name, long lo, long hi, int *out)
+{
+    if (v == NULL || v == Py_None)
+        return 0;
+    long long x;
+    if (bc_arg_long(v, name, lo, hi, &x) < 0)
+        return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static PyObject *
+bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"workers", "chunk_mib", "depth", "prefault", NULL};
+    PyObject *ow = NULL, *oc = NULL, *od = NULL, *op = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO:_staging_config", kwlist, &ow, &oc,
+                                     &od, &op))
+        return NULL;
+    pthread_once(&config_once, config_from_env);
+    stage_config c = cfg;
+    int mib = (int)(c.chunk >> 20);
+    if (config_arg(ow, "workers", 1, MAX_WORKERS, &c.workers) < 0 ||
+        config_arg(oc, "chunk_mib", 1, MAX_CHUNK_MIB, &mib) < 0 ||
+        config_arg(od, "depth", 2, MAX_DEPTH, &c.depth) < 0 ||
+        config_arg(op, "prefault", 0, MAX_WORKERS, &c.prefault) < 0)
+        return NULL;
+    c.chunk = (size_t)mib << 20;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&stage_lock); /* no copy runs while the settings change */
+    cfg = c;
+    pthread_mutex_unlock(&stage_lock);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("{sisisisi}", "workers", c.workers, "chunk_mib", mib, "depth", c.depth,
+                         "prefault", c.prefault);
+}
+
 static PyMethodDef staging_methods[] = {
+    {"_staging_config", (PyCFunction)(void (*)(void))bc_staging_config,
+     METH_VARARGS | METH_KEYWORDS, staging_config_doc},
     {"_htod_staged", (PyCFunction)(void (*)(void))bc_htod_staged, METH_FASTCALL, htod_staged_doc},
     {"_dtoh_staged", (PyCFunction)(void (*)(void))bc_dtoh_staged, METH_FASTCALL, dtoh_staged_doc},
     {NULL, NULL, 0, NULL},
