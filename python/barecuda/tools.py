@@ -17,6 +17,21 @@ from barecuda._pools import (  # noqa: F401  (PyCUDA's tools names)
     PooledHostAllocation,
     bitlog2,
 )
+from barecuda.trace import (  # noqa: F401  (the timeline tool, issue 19)
+    Trace,
+    TraceEvent,
+    TraceSummary,
+    nvtx_available,
+    nvtx_mark,
+    nvtx_name_thread,
+    nvtx_pop,
+    nvtx_push,
+    nvtx_range,
+    nvtx_range_end,
+    nvtx_range_start,
+    trace,
+    trace_dir,
+)
 
 if _TYPE_CHECKING:   # typing-only names: nothing here is imported at run time
     from collections.abc import Callable, Iterable, Iterator, Sequence
