@@ -510,3 +510,21 @@ def test_graph_capture_and_replay(mod):
     exe.close()
     graph.close()
     d.free()
+
+
+def test_bench_section_is_listed():
+    import importlib
+
+    from barecuda import bench
+    assert "trace" in bench.SECTIONS
+    assert callable(importlib.import_module("barecuda._bench_trace").run)
+
+
+@pytest.mark.gpu
+def test_bench_section_runs(ctx):
+    from barecuda import _bench_trace
+    rows = _bench_trace.run()
+    assert [r["name"] for r in rows] == [
+        "launch __call__ 4 args, trace off", "launch prepared_call 4 args, trace off",
+        "launch __call__ 4 args, trace on", "trace end, per recorded launch"]
+    assert all(r["value"] > 0 for r in rows) and not _driver._trace_active()

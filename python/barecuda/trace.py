@@ -241,10 +241,12 @@ class Trace:
         return self
 
     def __enter__(self) -> Trace:
+        """start(), returning the Trace."""
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """stop(), also when the block raised (the exception propagates)."""
         if self._recording:
             self.stop()
 
@@ -324,14 +326,17 @@ class nvtx_range:
         self.name = name
 
     def __enter__(self) -> nvtx_range:
+        """Open the range (nvtx_push)."""
         nvtx_push(self.name)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """Close the range (nvtx_pop), also when the block raised."""
         nvtx_pop()
 
     def __call__(self, func: Callable[_P, _R]) -> Callable[_P, _R]:
+        """Decorate `func`: each call runs inside the range."""
         name = self.name
 
         @functools.wraps(func)
