@@ -111,6 +111,7 @@ def test_empty_trace_outputs():
 
 def test_summary_arithmetic():
     s = sample().summary()
+    assert s == summarize(sample().events)
     assert s.kernels == {"spin": (2, 20_000), "tail": (1, 2_000)}
     assert s.copies == {"HtoD": (1, 4_000_000, 4_000), "DtoH": (1, 2_000_000, 4_000)}
     assert s.rate(4_000_000, 4_000) == pytest.approx(1000.0)  # 4 MB in 4 us: 1000 GB/s
