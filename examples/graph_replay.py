@@ -10,9 +10,11 @@ values) are frozen at capture time, so replays work on the same buffers.
 
 Here one "step" of a toy simulation is three small kernels; the step is run
 STEPS times with ordinary launches and STEPS times as a graph replay; both
-must give NumPy's answer.
+must give NumPy's answer.  Both ways are recorded with ``barecuda.tools.trace()``
+(JSON + SVG timeline in trace_dir, else $BARECUDA_TRACE_DIR, else a temp dir):
+the captured launches show on the host row only, each replay as one graph bar.
 
-Run: python examples/graph_replay.py
+Run: python examples/graph_replay.py [trace_dir]
 Exit status 0 when both ways match NumPy.
 """
 
@@ -26,6 +28,7 @@ import numpy.typing as npt
 import barecuda.autoinit  # noqa: F401
 import barecuda.driver as cuda
 from barecuda.compiler import SourceModule
+from barecuda.tools import trace, trace_dir
 
 KERNEL = r"""
 __global__ void scale(float *x, float a, int n)
@@ -48,7 +51,7 @@ def numpy_steps(x: npt.NDArray[Any], y: npt.NDArray[Any], steps: int) -> npt.NDA
     return x
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     mod = SourceModule(KERNEL)
     scale, add, clamp = (mod.get_function(k) for k in ("scale", "add", "clamp"))
     scale.prepare("Pfi")
@@ -73,6 +76,7 @@ def main() -> int:
 
     # 1. Ordinary launches: 3 * STEPS launches from Python.
     cuda.memcpy_htod(x_gpu, x0)
+    t = trace().start()
     t0 = time.perf_counter()
     for _ in range(STEPS):
         step()
@@ -92,6 +96,9 @@ def main() -> int:
         exe.launch(stream)
     stream.synchronize()
     results["graph replays"] = time.perf_counter() - t0
+    t.stop()
+    paths = t.save(trace_dir(argv[1] if len(argv) > 1 else None), "graph_replay")
+    print(f"timeline: {paths[0]} and {paths[1]}\n{t.summary()}")
     got_graph = np.empty_like(x0)
     cuda.memcpy_dtoh(got_graph, x_gpu)
 
@@ -112,4 +119,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

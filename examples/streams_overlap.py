@@ -8,9 +8,11 @@ page-locked ("pinned") host memory (``cuda.pagelocked_empty``) and the
 ``*_async`` copies.  The same work is run twice, all on one stream (serial) and
 split over several streams (overlapped), each timed with events; the results
 are checked against NumPy.  The timings are printed but never fail the run
-(they depend on the machine).
+(they depend on the machine).  Each run is recorded with
+``barecuda.tools.trace()``; the overlapped one's timeline (Chrome/Perfetto JSON and SVG, one row per
+stream) goes to trace_dir (else $BARECUDA_TRACE_DIR, else a temporary directory).
 
-Run: python examples/streams_overlap.py [n_streams]
+Run: python examples/streams_overlap.py [n_streams] [trace_dir]
 Exit status 0 when the results match NumPy.
 """
 
@@ -23,6 +25,7 @@ import numpy.typing as npt
 import barecuda.autoinit  # noqa: F401
 import barecuda.driver as cuda
 from barecuda.compiler import SourceModule
+from barecuda.tools import trace, trace_dir
 
 ITERS = 4000          # arithmetic per element: makes a chunk's kernel take about as long as its copy
 KERNEL = r"""
@@ -91,12 +94,15 @@ def main(argv: list[str]) -> int:
     for label, use in (("serial (1 stream)", streams[:1]),
                        (f"overlapped ({n_streams} streams)", streams)):
         host_out[:] = 0
-        times[label] = run(relax, use, host_in, host_out, dev_in, dev_out, chunks)
+        with trace() as t:
+            times[label] = run(relax, use, host_in, host_out, dev_in, dev_out, chunks)
         err = float(np.max(np.abs(host_out - want) / (np.abs(want) + 1e-6)))
         print(f"{label:26s} {times[label]:7.2f} ms   max rel. error {err:.1e}")
         if not err < 1e-3:
             print(f"MISMATCH: {label} result differs from NumPy", file=sys.stderr)
             status = 1
+    paths = t.save(trace_dir(argv[2] if len(argv) > 2 else None), "streams_overlap")
+    print(f"timeline of the overlapped run: {paths[0]} and {paths[1]}\n{t.summary()}")
     serial, overlapped = times.values()
     print(f"overlap saved {100 * (1 - overlapped / serial):.0f}% of the serial time "
           "(not checked: it depends on the GPU and the bus)")

@@ -16,6 +16,7 @@
 #include "barecuda/array.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
+#include "barecuda/trace.h"
 #include "barecuda/loader.h"
 #include "barecuda/memory.h"
 
@@ -685,9 +686,11 @@ array_set(bc_Array *self, PyObject *args, PyObject *kwargs)
             PyBuffer_Release(&view);
             return NULL;
         }
+        bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, BC_TRACE_HTOA, NULL, g.total));
         Py_BEGIN_ALLOW_THREADS
         rc = array_copy(self, 1, view.buf, 0, g.row, &g);
         Py_END_ALLOW_THREADS
+        BC_TRACE_END(st, tt, rc);
         PyBuffer_Release(&view);
     } else {
         CUdeviceptr ptr;
@@ -709,9 +712,11 @@ array_set(bc_Array *self, PyObject *args, PyObject *kwargs)
                          avail, need);
             return NULL;
         }
+        bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, BC_TRACE_DTOA, NULL, g.total));
         Py_BEGIN_ALLOW_THREADS
         rc = array_copy(self, 1, NULL, ptr, pitch, &g);
         Py_END_ALLOW_THREADS
+        BC_TRACE_END(st, tt, rc);
     }
     if (bc_check(st, rc, "cuMemcpy3D") < 0)
         return NULL;
@@ -771,9 +776,11 @@ array_get(bc_Array *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, BC_TRACE_ATOH, NULL, g.total));
     Py_BEGIN_ALLOW_THREADS
     rc = array_copy(self, 0, view.buf, 0, g.row, &g);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     PyBuffer_Release(&view);
     if (bc_check(st, rc, "cuMemcpy3D") < 0) {
         Py_DECREF(result);
@@ -994,9 +1001,11 @@ host_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int to_arr
     }
     CUresult rc = CUDA_SUCCESS;
     if (view.len > 0) {
+        bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, to_array ? BC_TRACE_HTOA : BC_TRACE_ATOH, NULL, (unsigned long long)view.len));
         Py_BEGIN_ALLOW_THREADS
         rc = linear_copy(a, to_array, offset, view.buf, (size_t)view.len);
         Py_END_ALLOW_THREADS
+        BC_TRACE_END(st, tt, rc);
     }
     PyBuffer_Release(&view);
     if (bc_check(st, rc, to_array ? "cuMemcpyHtoA" : "cuMemcpyAtoH") < 0)
@@ -1113,6 +1122,10 @@ device_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int kind
         return NULL;
     CUresult rc = CUDA_SUCCESS;
     if (len > 0) {
+        bc_trace_tok tt = BC_TRACE_BEGIN(
+            st, bc_trace_copy(st, kind == DTOA ? BC_TRACE_DTOA : kind == ATOD ? BC_TRACE_ATOD
+                                                                              : BC_TRACE_ATOA,
+                              NULL, len));
         Py_BEGIN_ALLOW_THREADS
         int entered = bc_context_enter(a->ctx);
         if (entered < 0)
@@ -1127,6 +1140,7 @@ device_array_copy(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int kind
             bc_context_leave(entered);
         }
         Py_END_ALLOW_THREADS
+        BC_TRACE_END(st, tt, rc);
     }
     if (bc_check(st, rc, array_copy_routines[kind]) < 0)
         return NULL;

@@ -14,6 +14,7 @@
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
+#include "barecuda/trace.h"
 #include "barecuda/memory.h"
 #include "barecuda/stream.h"
 
@@ -75,11 +76,13 @@ bc_array_alloc_in(bc_State *st, bc_Context *ctx, size_t n, PyObject *stream, CUs
     size_t size = stream == Py_None ? bc_block_class(n) : 0;
     CUdeviceptr ptr = size ? block_take(ctx, size) : 0;
     if (ptr == 0) {
+        bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_ALLOC, "GPUArray", n));
         CUresult rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
         if (rc == CUDA_ERROR_OUT_OF_MEMORY && ctx->nblocks > 0) {
             bc_block_flush(ctx, 1);
             rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
         }
+        BC_TRACE_END(st, tt, rc);
         if (bc_check(st, rc, "cuMemAllocAsync") < 0)
             return NULL;
     }

@@ -11,6 +11,7 @@
 #include "barecuda/context.h"
 #include "barecuda/blockcache.h"
 #include "barecuda/error.h"
+#include "barecuda/trace.h"
 #include "barecuda/loader.h"
 
 #include <stdlib.h>
@@ -496,9 +497,11 @@ context_synchronize(PyObject *type, PyObject *Py_UNUSED(ignored))
 {
     CURRENT_CONTEXT_OR_FAIL(st, type);
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_SYNC, "Context.synchronize", 0));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuCtxSynchronize();
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuCtxSynchronize") < 0)
         return NULL;
     Py_RETURN_NONE;

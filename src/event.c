@@ -8,6 +8,7 @@
  * its context made current. */
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
+#include "barecuda/trace.h"
 #include "barecuda/loader.h"
 #include "barecuda/stream.h"
 
@@ -160,9 +161,11 @@ event_synchronize(bc_Event *self, PyObject *Py_UNUSED(ignored))
     if (event_usable(st, self) < 0)
         return NULL;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_SYNC, "Event.synchronize", 0));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuEventSynchronize(self->handle);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuEventSynchronize") < 0)
         return NULL;
     return Py_NewRef(self);

@@ -19,6 +19,7 @@
 #include "barecuda/array.h"
 #include "barecuda/memory.h"
 #include "barecuda/stream.h"
+#include "barecuda/trace.h"
 
 #include <time.h>
 
@@ -63,10 +64,11 @@ raw_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3], uns
 /* Launch with the GIL as the knob says; when no (or another) context is current
  * on this thread, retry once with the module's context made current. */
 static CUresult
-do_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3], unsigned int shared,
-          CUstream s, void *buf, size_t size)
+do_launch(bc_State *st, bc_Function *f, const unsigned int g[3], const unsigned int b[3],
+          unsigned int shared, CUstream s, void *buf, size_t size)
 {
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_kernel(st, f->name, g, b, shared, s));
     if (launch_release_gil) {
         Py_BEGIN_ALLOW_THREADS
         rc = raw_launch(f, g, b, shared, s, buf, size);
@@ -80,6 +82,7 @@ do_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3], unsi
             bc_context_leave(entered);
         }
     }
+    BC_TRACE_END(st, tt, rc);
     return rc;
 }
 
@@ -87,7 +90,7 @@ CUresult
 bc_function_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3],
                    unsigned int shared, CUstream s, void *buf, size_t size)
 {
-    return do_launch(f, g, b, shared, s, buf, size);
+    return do_launch(bc_state_of((PyObject *)f), f, g, b, shared, s, buf, size);
 }
 
 /* Elapsed seconds of a launch made between two events (synchronizes). */
@@ -200,7 +203,7 @@ function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
         goto done;
     if (timed && timer_start(st, &t, s) < 0)
         goto done;
-    if (bc_check(st, do_launch(f, g, b, sh, s, pb.buf, pb.size), "cuLaunchKernel") < 0)
+    if (bc_check(st, do_launch(st, f, g, b, sh, s, pb.buf, pb.size), "cuLaunchKernel") < 0)
         goto done;
     if (timed) {
         if ((out = timer_stop(st, &t, s)) == NULL)
@@ -283,7 +286,7 @@ prepared_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
         goto done;
     if (timed && timer_start(st, &t, s) < 0)
         goto done;
-    if (bc_check(st, do_launch(self, g, b, sh, s, buf, self->prepared_bytes), "cuLaunchKernel") < 0)
+    if (bc_check(st, do_launch(st, self, g, b, sh, s, buf, self->prepared_bytes), "cuLaunchKernel") < 0)
         goto done;
     out = timed ? timer_stop(st, &t, s) : Py_NewRef(Py_None);
 done:
@@ -442,6 +445,7 @@ function_launch_ex(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, P
     size_t size = pb.size;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, pb.buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_kernel(st, self->name, g, b, sh, s));
     CUresult rc = bc_drv.cuLaunchKernelEx(&cfg, self->handle, NULL, size ? extra : NULL);
     if (rc == CUDA_ERROR_INVALID_CONTEXT || rc == CUDA_ERROR_INVALID_HANDLE) {
         int entered = self->module->ctx ? bc_context_enter(self->module->ctx) : -1;
@@ -450,6 +454,7 @@ function_launch_ex(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, P
             bc_context_leave(entered);
         }
     }
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuLaunchKernelEx") < 0)
         goto done;
     if (pb.handlers && call_handlers(pb.handlers, "post_call", stream_obj) < 0)

@@ -10,6 +10,7 @@
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 #include "barecuda/stream.h"
+#include "barecuda/trace.h"
 
 #include <time.h>
 
@@ -284,6 +285,7 @@ exec_launch(bc_GraphExec *self, PyObject *const *args, Py_ssize_t nargs)
     CUstream s = NULL;
     if (exec_usable(st, self) < 0 || (nargs == 1 && bc_stream_convert(st, args[0], &s) < 0))
         return NULL;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_graph(st, s));
     CUresult rc = bc_drv.cuGraphLaunch(self->handle, s);
     if (rc == CUDA_ERROR_INVALID_CONTEXT) {
         int entered = bc_context_enter(self->ctx);
@@ -292,6 +294,7 @@ exec_launch(bc_GraphExec *self, PyObject *const *args, Py_ssize_t nargs)
             bc_context_leave(entered);
         }
     }
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuGraphLaunch") < 0)
         return NULL;
     Py_RETURN_NONE;

@@ -10,6 +10,7 @@
 #include "barecuda/memory.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
+#include "barecuda/trace.h"
 #include "barecuda/loader.h"
 #include "barecuda/stream.h"
 
@@ -377,11 +378,13 @@ pinned_array(bc_State *st, bc_ArraySpec *s, unsigned int flags, int zero)
     size_t n = s->nbytes ? s->nbytes : 1;
     void *ptr = NULL;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_ALLOC, "pagelocked_empty", n));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemHostAlloc(&ptr, n, flags);
     if (rc == CUDA_SUCCESS && zero)
         memset(ptr, 0, n);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuMemHostAlloc") < 0)
         goto done;
     bc_HostAllocation *h = PyObject_GC_New(bc_HostAllocation, (PyTypeObject *)st->HostAllocationType);

@@ -16,6 +16,7 @@
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 #include "barecuda/stream.h"
+#include "barecuda/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,7 @@ memset_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         Py_RETURN_NONE;
     BC_REQUIRE_DRIVER(st, NULL);
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_memset(st, s, bytes));
     do {
         Py_BEGIN_ALLOW_THREADS
         switch (width * 2 + async) {
@@ -212,6 +214,7 @@ memset_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         }
         Py_END_ALLOW_THREADS
     } while (want_retry(st, rc));
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, width == 1 ? "cuMemsetD8" : width == 2 ? "cuMemsetD16" : "cuMemsetD32") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -248,6 +251,7 @@ memset_2d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         return too_large(fn, end, "device memory", size), NULL;
     BC_REQUIRE_DRIVER(st, NULL);
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_memset(st, s, (unsigned long long)row * h));
     do {
         Py_BEGIN_ALLOW_THREADS
         switch (width * 2 + async) {
@@ -260,6 +264,7 @@ memset_2d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         }
         Py_END_ALLOW_THREADS
     } while (want_retry(st, rc));
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, width == 1 ? "cuMemsetD2D8" : width == 2 ? "cuMemsetD2D16" : "cuMemsetD2D32") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -379,6 +384,8 @@ copy_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         return NULL;
     }
     if (n > 0) {
+        /* the enum above and trace.h's directions agree: HtoD, DtoH, DtoD */
+        bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, dir, s, n));
         do {
             Py_BEGIN_ALLOW_THREADS
             switch (dir * 2 + async) {
@@ -391,6 +398,7 @@ copy_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
             }
             Py_END_ALLOW_THREADS
         } while (want_retry(st, rc));
+        BC_TRACE_END(st, tt, rc);
     }
     host_release(&hb);
     if (bc_check(st, rc, copy_routine[dir][async]) < 0)
@@ -496,9 +504,11 @@ copy_peer(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
     if (bc_context_require(st) < 0)
         return NULL;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, BC_TRACE_PEER, hs, n));
     Py_BEGIN_ALLOW_THREADS
     rc = async ? bc_drv.cuMemcpyPeerAsync(d, dc, s, sc, n, hs) : bc_drv.cuMemcpyPeer(d, dc, s, sc, n);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, async ? "cuMemcpyPeerAsync" : "cuMemcpyPeer") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -861,6 +871,31 @@ memcpy_check(bc_Memcpy *self, const char *fn)
     return 0;
 }
 
+/* For trace(): the bytes a 2D/3D copy moves, and its direction by memory types. */
+static unsigned long long
+copy_bytes(const CUDA_MEMCPY3D_PEER *p)
+{
+    unsigned long long h = p->Height ? p->Height : 1, d = p->Depth ? p->Depth : 1;
+    return (unsigned long long)p->WidthInBytes * h * d;
+}
+
+static int
+copy_direction(const CUDA_MEMCPY3D_PEER *p, int kind)
+{
+    if (kind == KIND_PEER)
+        return BC_TRACE_PEER;
+    int src = p->srcMemoryType, dst = p->dstMemoryType;
+    int sh = src == CU_MEMORYTYPE_HOST, dh = dst == CU_MEMORYTYPE_HOST;
+    int sa = src == CU_MEMORYTYPE_ARRAY, da = dst == CU_MEMORYTYPE_ARRAY;
+    if (sh && !dh)
+        return da ? BC_TRACE_HTOA : BC_TRACE_HTOD;
+    if (dh && !sh)
+        return sa ? BC_TRACE_ATOH : BC_TRACE_DTOH;
+    if (!sh && !dh)
+        return sa && da ? BC_TRACE_ATOA : sa ? BC_TRACE_ATOD : da ? BC_TRACE_DTOA : BC_TRACE_DTOD;
+    return kind == KIND_2D ? BC_TRACE_2D : BC_TRACE_3D;
+}
+
 static void
 fill_2d(const CUDA_MEMCPY3D_PEER *p, CUDA_MEMCPY2D *c)
 {
@@ -965,6 +1000,8 @@ memcpy_call(bc_Memcpy *self, PyObject *args, PyObject *kwargs)
         return NULL;
     CUresult rc;
     const char *routine;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, copy_direction(&peer, self->kind), s,
+                                                       copy_bytes(&peer)));
     if (self->kind == KIND_2D) {
         CUDA_MEMCPY2D c;
         fill_2d(&peer, &c);
@@ -988,6 +1025,7 @@ memcpy_call(bc_Memcpy *self, PyObject *args, PyObject *kwargs)
         rc = async ? bc_drv.cuMemcpy3DPeerAsync(&peer, s) : bc_drv.cuMemcpy3DPeer(&peer);
         Py_END_ALLOW_THREADS
     }
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, routine) < 0)
         return NULL;
     if (async) {

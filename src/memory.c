@@ -13,6 +13,7 @@
 #include "barecuda/argparse.h"
 #include "barecuda/blockcache.h"
 #include "barecuda/error.h"
+#include "barecuda/trace.h"
 #include "barecuda/loader.h"
 #include "barecuda/stream.h"
 
@@ -330,9 +331,11 @@ bc_mem_alloc(PyObject *m, PyObject *arg)
         return NULL;
     CUdeviceptr ptr;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_ALLOC, "mem_alloc", n));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemAlloc(&ptr, n);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     PyObject *out = NULL;
     if (bc_check(st, rc, "cuMemAlloc") == 0) {
         out = allocation_wrap(st->DeviceAllocationType, ctx, ptr, n, BC_ALLOC_DEVICE, NULL, NULL);
@@ -378,9 +381,11 @@ bc_mem_alloc_pitch(PyObject *m, PyObject *args, PyObject *kwargs)
     CUdeviceptr ptr;
     size_t pitch = 0;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_ALLOC, "mem_alloc_pitch", (unsigned long long)w * h));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemAllocPitch(&ptr, &pitch, w, h, (unsigned int)access);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     PyObject *out = NULL;
     if (bc_check(st, rc, "cuMemAllocPitch") == 0) {
         PyObject *a = allocation_wrap(st->DeviceAllocationType, ctx, ptr, pitch * h,
@@ -784,9 +789,11 @@ bc_mem_alloc_async(PyObject *m, PyObject *args, PyObject *kwargs)
         goto done;
     CUdeviceptr ptr;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_ALLOC, "mem_alloc_async", n));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemAllocFromPoolAsync(&ptr, n, hpool, s);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuMemAllocFromPoolAsync") < 0)
         goto done;
     out = allocation_wrap(st->DeviceAllocationType, ctx, ptr, n, BC_ALLOC_ASYNC, stream, s);
@@ -1233,11 +1240,13 @@ managed_array(bc_State *st, bc_ArraySpec *s, unsigned int flags, int zero)
     size_t n = s->nbytes ? s->nbytes : 1;
     CUdeviceptr ptr;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_ALLOC, "managed_empty", n));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemAllocManaged(&ptr, n, flags);
     if (rc == CUDA_SUCCESS && zero)
         memset((void *)(uintptr_t)ptr, 0, n);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuMemAllocManaged") < 0)
         goto done;
     PyObject *base = allocation_wrap(st->ManagedAllocationType, ctx, ptr, n, BC_ALLOC_MANAGED, NULL,

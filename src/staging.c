@@ -32,6 +32,7 @@
 #include "barecuda/loader.h"
 #include "barecuda/memory.h"
 #include "barecuda/stream.h"
+#include "barecuda/trace.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -365,9 +366,12 @@ staged_entry(PyObject *m, PyObject *const *args, Py_ssize_t nargs, int dir, cons
     }
     const char *routine = NULL;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(
+        st, bc_trace_copy(st, dir == TO_DEVICE ? BC_TRACE_HTOD : BC_TRACE_DTOH, s, n));
     Py_BEGIN_ALLOW_THREADS
     rc = staged_copy(dir, dev, view.buf, n, s, &routine);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, routine) == 0)
         out = Py_NewRef(Py_None);
 done:

@@ -8,6 +8,7 @@
 #include "barecuda/stream.h"
 #include "barecuda/error.h"
 #include "barecuda/argparse.h"
+#include "barecuda/trace.h"
 #include "barecuda/loader.h"
 
 bc_Stream *
@@ -192,9 +193,11 @@ stream_synchronize(bc_Stream *self, PyObject *Py_UNUSED(ignored))
     if (stream_usable(st, self) < 0)
         return NULL;
     CUresult rc;
+    bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_SYNC, "Stream.synchronize", 0));
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuStreamSynchronize(self->handle);
     Py_END_ALLOW_THREADS
+    BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuStreamSynchronize") < 0)
         return NULL;
     Py_CLEAR(self->keep);

@@ -33,6 +33,7 @@ typedef struct {
 #define BC_STATE_FIELD(name) PyObject *name;
     BC_STATE_OBJECTS(BC_STATE_FIELD)
 #undef BC_STATE_FIELD
+    struct bc_trace *trace; /* the active timeline recorder (src/trace.c), or NULL */
 } bc_State;
 
 extern PyModuleDef bc_module_def;
@@ -82,6 +83,9 @@ int bc_blockcache_setup(PyObject *m, bc_State *st);
 int bc_staging_setup(PyObject *m, bc_State *st);
 int bc_gpuarray_setup(PyObject *m, bc_State *st);
 int bc_pointer_setup(PyObject *m, bc_State *st);
+int bc_trace_setup(PyObject *m, bc_State *st);
+int bc_nvtx_setup(PyObject *m, bc_State *st);
+void bc_trace_discard(bc_State *st);
 
 /* barecuda.driver.<name> (new reference), importing barecuda.driver on first need. */
 PyObject *bc_driver_attr(bc_State *st, const char *name);

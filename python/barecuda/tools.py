@@ -17,6 +17,21 @@ from barecuda._pools import (  # noqa: F401  (PyCUDA's tools names)
     PooledHostAllocation,
     bitlog2,
 )
+from barecuda.trace import (  # the timeline tool, re-exported
+    Trace as Trace,
+    TraceEvent as TraceEvent,
+    TraceSummary as TraceSummary,
+    nvtx_available as nvtx_available,
+    nvtx_mark as nvtx_mark,
+    nvtx_name_thread as nvtx_name_thread,
+    nvtx_pop as nvtx_pop,
+    nvtx_push as nvtx_push,
+    nvtx_range as nvtx_range,
+    nvtx_range_end as nvtx_range_end,
+    nvtx_range_start as nvtx_range_start,
+    trace as trace,
+    trace_dir as trace_dir,
+)
 
 if _TYPE_CHECKING:   # typing-only names: nothing here is imported at run time
     from collections.abc import Callable, Iterable, Iterator, Sequence

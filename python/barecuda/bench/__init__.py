@@ -47,7 +47,7 @@ import traceback
 from types import ModuleType
 from typing import IO, Any, Callable, Iterable, Sequence
 
-SECTIONS = ["copies", "launch", "compile", "gpuarray", "elementwise", "interop", "import"]
+SECTIONS = ["copies", "launch", "compile", "gpuarray", "elementwise", "interop", "import", "trace"]
 
 _KEYS = ("name", "value", "unit", "ratio", "vs", "note")
 
