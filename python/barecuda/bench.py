@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-SECTIONS = ["copies", "launch", "compile", "gpuarray", "interop", "import"]
+SECTIONS = ["copies", "launch", "compile", "gpuarray", "interop", "import", "peer"]
 
 _KEYS = ("name", "value", "unit", "ratio", "vs", "note")
 
