@@ -368,7 +368,7 @@ as_ptr(PyObject *obj, CUdeviceptr *out, const char *what)
 /* comm._op(kind, send, recv, count, dtype, op, root, stream, keep): the one entry of
  * every collective; barecuda.nccl checked the arguments. */
 PyDoc_STRVAR(op_doc,
-"_op($self, kind, send, recv, count, dtype, op, root, stream, keep)\n--\n\n"
+"_op($self, kind, send, recv, count, dtype, op, root, stream, keep, /)\n--\n\n"
 "Private: enqueue one NCCL operation.  kind: 0 all_reduce, 1 broadcast, 2 reduce,\n"
 "3 all_gather, 4 reduce_scatter, 5 send, 6 recv; send/recv: int device pointers;\n"
 "dtype, op: NCCL's enum values; root: the root or peer rank; stream: a Stream or\n"
@@ -554,7 +554,7 @@ bc_nccl_get_unique_id(PyObject *m, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(nccl_comm_init_rank_doc,
-"_nccl_comm_init_rank(nranks, unique_id, rank)\n--\n\n"
+"_nccl_comm_init_rank(nranks, unique_id, rank, /)\n--\n\n"
 "ncclCommInitRank in the current context (GIL released: it waits for every rank).");
 
 static PyObject *
@@ -604,7 +604,7 @@ done:
 }
 
 PyDoc_STRVAR(nccl_comm_init_all_doc,
-"_nccl_comm_init_all(contexts)\n--\n\n"
+"_nccl_comm_init_all(contexts, /)\n--\n\n"
 "ncclCommInitAll over the devices of `contexts` (a sequence of primary Contexts, one\n"
 "per device, in rank order): a list of communicators, rank i holding contexts[i].");
 
