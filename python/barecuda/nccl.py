@@ -348,9 +348,11 @@ class Communicator:
         return int(self._comm.async_error())
 
     def __enter__(self) -> Communicator:
+        """The communicator itself."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """destroy() on leaving the block."""
         self.destroy()
 
     # ------------------------------------------------------------ operations
