@@ -118,7 +118,7 @@ def _settle() -> None:
 def _staging(nbytes: int, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     from barecuda import driver as drv
     count = nbytes // dtype.itemsize
-    return drv.pagelocked_empty((count,), dtype)  # type: ignore[no-any-return]
+    return drv.pagelocked_empty((count,), dtype)
 
 
 def _to_host(ptr: int, host: np.ndarray[Any, Any]) -> None:
@@ -147,7 +147,7 @@ def allreduce(comm: Any, send: Any, recv: Any = None, op: Any = None, *,
     if (snb, sdt) != (rnb, rdt):
         raise ValueError(f"allreduce(): send is {snb} bytes of {sdt} but recv is {rnb} bytes "
                          f"of {rdt}")
-    MPI = _mpi() if op is None or recv is None else None
+    MPI: Any = _mpi() if op is None or recv is None else None
     if op is None:
         op = MPI.SUM
     _settle()

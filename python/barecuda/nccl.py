@@ -75,13 +75,13 @@ def version() -> tuple[int, int, int]:
 
 def library_path() -> str | None:
     """The path of the libnccl loaded, or None when none was loaded (loads nothing)."""
-    return _driver._nccl_info()[0]  # type: ignore[no-any-return]
+    return _driver._nccl_info()[0]
 
 
 def get_unique_id() -> bytes:
     """A new NCCL unique id: 128 bytes naming one communicator to be made.  Call it on
     one rank and send the bytes (picklable) to every other rank."""
-    return _driver._nccl_get_unique_id()  # type: ignore[no-any-return]
+    return _driver._nccl_get_unique_id()
 
 
 @contextlib.contextmanager
@@ -136,7 +136,8 @@ def _buffer(obj: Any, what: str) -> _Buffer:
             raise ValueError(f"{what}: device pointer {obj} is negative")
         return _Buffer(obj, None, None, obj)
     if isinstance(obj, _alloc_types()):
-        return _Buffer(int(obj), int(obj.size), None, obj)
+        alloc: Any = obj
+        return _Buffer(int(alloc), int(alloc.size), None, obj)
     if hasattr(obj, "gpudata") and hasattr(obj, "dtype"):
         if not obj.flags.forc:
             raise ValueError(f"{what} is not contiguous (strides {obj.strides}); pass a "
@@ -151,8 +152,9 @@ def _buffer(obj: Any, what: str) -> _Buffer:
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise TypeError(f"{what}: unusable __cuda_array_interface__ ({exc})") from None
         strides = cai.get("strides")
-        if not _contiguous(shape, None if strides is None else tuple(strides), dtype.itemsize):
-            raise ValueError(f"{what} is not contiguous (strides {tuple(strides)})")
+        steps = None if strides is None else tuple(int(x) for x in strides)
+        if not _contiguous(shape, steps, dtype.itemsize):
+            raise ValueError(f"{what} is not contiguous (strides {steps})")
         return _Buffer(ptr, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, dtype, obj)
     raise TypeError(f"{what} must be device memory (a GPUArray, DeviceAllocation, an object "
                     f"with __cuda_array_interface__ or an int pointer), not {type(obj).__name__}")
@@ -174,7 +176,7 @@ def _op_code(op: str) -> int:
 class _Plan(NamedTuple):
     send: _Buffer
     recv: _Buffer
-    count: int        # in NCCL elements
+    elems: int        # the count NCCL is given, in elements of `dtype`
     dtype: int        # NCCL type
 
 
@@ -279,8 +281,9 @@ class Communicator:
         primary context.  Issue their operations inside ``with nccl.group():``."""
         from barecuda import driver as drv
 
-        if devices is None or isinstance(devices, (int, np.integer)) and \
-                not isinstance(devices, bool):
+        if isinstance(devices, bool):
+            raise TypeError("init_all(): devices must be a count, a sequence or None, not bool")
+        if devices is None or isinstance(devices, (int, np.integer)):
             drv.init()
             n = drv.Device.count() if devices is None else int(devices)
             if n < 1:
@@ -372,7 +375,7 @@ class Communicator:
 
     def _run(self, kind: int, plan: _Plan, op: int, root: int, stream: Stream | None) -> None:
         keep = (plan.send.obj, plan.recv.obj)
-        self._comm._op(kind, plan.send.ptr, plan.recv.ptr, plan.count, plan.dtype, op, root,
+        self._comm._op(kind, plan.send.ptr, plan.recv.ptr, plan.elems, plan.dtype, op, root,
                        stream, keep)
 
     def all_reduce(self, send: Any, recv: Any = None, count: int | None = None,
