@@ -10,6 +10,7 @@
 #include "barecuda/error.h"
 #include "barecuda/trace.h"
 #include "barecuda/loader.h"
+#include "barecuda/memory.h"
 #include "barecuda/stream.h"
 
 static int
@@ -237,7 +238,10 @@ event_ipc_handle(bc_Event *self, PyObject *Py_UNUSED(ignored))
     CUipcEventHandle h;
     if (bc_check(st, bc_drv.cuIpcGetEventHandle(&h, self->handle), "cuIpcGetEventHandle") < 0)
         return NULL;
-    return PyBytes_FromStringAndSize(h.reserved, sizeof h.reserved);
+    PyObject *out = PyBytes_FromStringAndSize(h.reserved, sizeof h.reserved);
+    if (out != NULL && bc_ipc_note_export(st, out) < 0)
+        Py_CLEAR(out);
+    return out;
 }
 
 PyDoc_STRVAR(from_ipc_handle_doc,
@@ -260,6 +264,9 @@ event_from_ipc_handle(PyObject *type, PyObject *arg)
     }
     memcpy(h.reserved, view.buf, sizeof h.reserved);
     PyBuffer_Release(&view);
+    if (bc_ipc_check_foreign(st, h.reserved, (Py_ssize_t)sizeof h.reserved,
+                             "Event.from_ipc_handle()") < 0)
+        return NULL;
     bc_Context *ctx = bc_context_current(st);
     if (ctx == NULL)
         return NULL;

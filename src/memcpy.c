@@ -1286,6 +1286,92 @@ bc_bench_copy(PyObject *m, PyObject *args)
     return PyFloat_FromDouble(t);
 }
 
+PyDoc_STRVAR(bench_peer_copy_doc,
+"_bench_peer_copy(dest_context, src_context, nbytes, iterations)\n--\n\n"
+"Private benchmark floor: seconds per cuMemcpyPeer of `nbytes` from a buffer of\n"
+"src_context to one of dest_context, in a C loop (GIL released) with its own\n"
+"buffers, both contexts synchronized at the end.");
+
+/* Allocate n bytes in ctx (pushed for the call); runs without the GIL. */
+static CUresult
+alloc_in(CUcontext ctx, CUdeviceptr *out, size_t n)
+{
+    CUresult rc = bc_drv.cuCtxPushCurrent(ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = bc_drv.cuMemAlloc(out, n);
+    CUcontext popped;
+    bc_drv.cuCtxPopCurrent(&popped);
+    return rc;
+}
+
+static void
+free_in(CUcontext ctx, CUdeviceptr p)
+{
+    if (p && bc_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS) {
+        bc_drv.cuMemFree(p);
+        CUcontext popped;
+        bc_drv.cuCtxPopCurrent(&popped);
+    }
+}
+
+static CUresult
+sync_in(CUcontext ctx)
+{
+    CUresult rc = bc_drv.cuCtxPushCurrent(ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = bc_drv.cuCtxSynchronize();
+    CUcontext popped;
+    bc_drv.cuCtxPopCurrent(&popped);
+    return rc;
+}
+
+static PyObject *
+bc_bench_peer_copy(PyObject *m, PyObject *args)
+{
+    bc_State *st = bc_state_from_module(m);
+    PyObject *dobj, *sobj;
+    Py_ssize_t nbytes, iters;
+    if (!PyArg_ParseTuple(args, "O!O!nn:_bench_peer_copy", st->ContextType, &dobj,
+                          st->ContextType, &sobj, &nbytes, &iters))
+        return NULL;
+    if (nbytes <= 0 || iters <= 0)
+        return PyErr_Format(PyExc_ValueError, "_bench_peer_copy(): non-positive size or count");
+    if (bc_context_check_alive(st, (bc_Context *)dobj, "dest_context") < 0 ||
+        bc_context_check_alive(st, (bc_Context *)sobj, "src_context") < 0)
+        return NULL;
+    CUcontext dc = ((bc_Context *)dobj)->handle, sc = ((bc_Context *)sobj)->handle;
+    size_t n = (size_t)nbytes;
+    CUdeviceptr d = 0, s = 0;
+    double t = 0;
+    CUresult rc;
+    const char *routine = "cuMemAlloc";
+    Py_BEGIN_ALLOW_THREADS
+    rc = alloc_in(dc, &d, n);
+    if (rc == CUDA_SUCCESS)
+        rc = alloc_in(sc, &s, n);
+    if (rc == CUDA_SUCCESS) {
+        routine = "cuMemcpyPeer";
+        for (int i = 0; i < 2 && rc == CUDA_SUCCESS; i++)
+            rc = bc_drv.cuMemcpyPeer(d, dc, s, sc, n);
+        if (rc == CUDA_SUCCESS && (rc = sync_in(dc)) == CUDA_SUCCESS)
+            rc = sync_in(sc);
+        double t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters && rc == CUDA_SUCCESS; i++)
+            rc = bc_drv.cuMemcpyPeer(d, dc, s, sc, n);
+        if (rc == CUDA_SUCCESS && (rc = sync_in(dc)) == CUDA_SUCCESS)
+            rc = sync_in(sc);
+        t = (now_s() - t0) / (double)iters;
+    }
+    free_in(dc, d);
+    free_in(sc, s);
+    Py_END_ALLOW_THREADS
+    if (bc_check(st, rc, routine) < 0)
+        return NULL;
+    return PyFloat_FromDouble(t);
+}
+
 /* ------------------------------------------------------------------ setup */
 
 #define BC_FAST(name, doc) {#name, (PyCFunction)(void (*)(void))bc_##name, METH_FASTCALL | METH_KEYWORDS, doc}
@@ -1312,6 +1398,7 @@ static PyMethodDef memcpy_functions[] = {
     BC_FAST(memcpy_peer, memcpy_peer_doc),
     BC_FAST(memcpy_peer_async, memcpy_peer_async_doc),
     {"_bench_copy", bc_bench_copy, METH_VARARGS, bench_copy_doc},
+    {"_bench_peer_copy", bc_bench_peer_copy, METH_VARARGS, bench_peer_copy_doc},
     {NULL, NULL, 0, NULL},
 };
 #undef BC_FAST

@@ -534,8 +534,22 @@ static PyMethodDef allocation_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* CUDA Array Interface v3 of the raw bytes, so libraries that take device buffers
+ * (mpi4py's CUDA-aware calls, Numba, CuPy) accept an allocation directly. */
+static PyObject *
+allocation_get_cai(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
+{
+    if (allocation_usable(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
+    return Py_BuildValue("{s:(n),s:s,s:(KO),s:i,s:O,s:O}", "shape", (Py_ssize_t)self->size,
+                         "typestr", "|u1", "data", (unsigned long long)self->ptr, Py_False,
+                         "version", 3, "strides", Py_None, "stream", Py_None);
+}
+
 static PyGetSetDef allocation_getset[] = {
     {"size", (getter)allocation_get_size, NULL, "Size in bytes.", NULL},
+    {"__cuda_array_interface__", (getter)allocation_get_cai, NULL,
+     "The memory as CUDA Array Interface v3 bytes: shape (size,), typestr '|u1'.", NULL},
     {"context", (getter)allocation_get_context, NULL, "The Context owning the memory.", NULL},
     {"freed", (getter)allocation_get_freed, NULL, "Whether the memory was released.", NULL},
     {"stream", (getter)allocation_get_stream, NULL,
@@ -821,7 +835,35 @@ bc_mem_get_ipc_handle(PyObject *m, PyObject *arg)
     CUipcMemHandle h;
     if (bc_check(st, bc_drv.cuIpcGetMemHandle(&h, ptr), "cuIpcGetMemHandle") < 0)
         return NULL;
-    return PyBytes_FromStringAndSize(h.reserved, sizeof h.reserved);
+    PyObject *out = PyBytes_FromStringAndSize(h.reserved, sizeof h.reserved);
+    if (out != NULL && bc_ipc_note_export(st, out) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+int
+bc_ipc_note_export(bc_State *st, PyObject *handle)
+{
+    if (st->ipc_exported == NULL && (st->ipc_exported = PySet_New(NULL)) == NULL)
+        return -1;
+    return PySet_Add(st->ipc_exported, handle);
+}
+
+int
+bc_ipc_check_foreign(bc_State *st, const char *data, Py_ssize_t len, const char *who)
+{
+    if (st->ipc_exported == NULL)
+        return 0;
+    PyObject *key = PyBytes_FromStringAndSize(data, len);
+    if (key == NULL)
+        return -1;
+    int mine = PySet_Contains(st->ipc_exported, key);
+    Py_DECREF(key);
+    if (mine > 0)
+        return bc_error_logic(st, "%s: this handle was exported by this same process; CUDA "
+                              "opens IPC handles only in other processes (use the original "
+                              "object here)", who);
+    return mine;
 }
 
 static PyObject *
@@ -857,6 +899,9 @@ ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                      (int)sizeof h.reserved, len);
         return NULL;
     }
+    if (bc_ipc_check_foreign(st, h.reserved, (Py_ssize_t)sizeof h.reserved,
+                             "IPCMemoryHandle()") < 0)
+        return NULL;
     bc_Context *ctx = bc_context_current(st);
     if (ctx == NULL)
         return NULL;

@@ -34,6 +34,8 @@ SUCCESS = {
     "multi_gpu_peer.py": ("OK: data crossed", "SKIPPED: this example needs two GPUs"),
     "texture_resample.py": "rotated a 320x240 image",
     "sparse_cg.py": "OK: solved a",
+    "mpi_allreduce.py": ("OK: 1 rank all-reduced", "SKIPPED: this example needs mpi4py"),
+    "nccl_allreduce.py": ("OK: all-reduced and gathered", "SKIPPED: this example needs NCCL"),
 }
 
 

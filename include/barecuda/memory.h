@@ -108,4 +108,10 @@ void bc_array_spec_clear(bc_ArraySpec *s);
  * descr is consumed.  NULL with an exception set. */
 PyObject *bc_array_over(bc_ArraySpec *s, void *data, PyObject *base);
 
+/* IPC handles (memory.c): remember a handle (bytes) this process exported, and
+ * raise LogicError naming `who` when asked to open one of them here (the driver
+ * refuses that with an unhelpful code).  0 or -1. */
+int bc_ipc_note_export(bc_State *st, PyObject *handle);
+int bc_ipc_check_foreign(bc_State *st, const char *data, Py_ssize_t len, const char *who);
+
 #endif

@@ -20,12 +20,13 @@
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
     X(ArrayBaseType) X(HotEntryType) X(OpTableType) X(HostViewType)            \
-    X(LinkerType)                                                              \
+    X(LinkerType) X(NcclCommType)                                              \
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
     X(context_memo)    /* weakref: the Context bc_context_wrap found last */   \
     X(driver_module)   /* barecuda.driver, imported on first need */          \
+    X(ipc_exported)    /* set: IPC handles this process exported (memory.c) */ \
     X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
     X(str_shared_size) X(str_gpudata) X(str_cai) X(str_cuda_stream)
 
@@ -86,6 +87,7 @@ int bc_pointer_setup(PyObject *m, bc_State *st);
 int bc_trace_setup(PyObject *m, bc_State *st);
 int bc_nvtx_setup(PyObject *m, bc_State *st);
 void bc_trace_discard(bc_State *st);
+int bc_nccl_setup(PyObject *m, bc_State *st);
 
 /* barecuda.driver.<name> (new reference), importing barecuda.driver on first need. */
 PyObject *bc_driver_attr(bc_State *st, const char *name);

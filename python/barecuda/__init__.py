@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 PUBLIC_MODULES = ("barecuda.driver", "barecuda.compiler", "barecuda.gpuarray",
                   "barecuda.elementwise", "barecuda.reduction", "barecuda.scan",
                   "barecuda.cumath", "barecuda.curandom", "barecuda.tools",
-                  "barecuda.characterize", "barecuda.sparse")
+                  "barecuda.characterize", "barecuda.sparse", "barecuda.nccl",
+                  "barecuda.mpi")
 PUBLIC_DUNDERS = frozenset({"__call__", "__enter__", "__exit__", "__cuda_array_interface__",
                             "__dlpack__", "__dlpack_device__", "__cuda_stream__"})

@@ -266,12 +266,12 @@ def _array_pointer(v, arg, who):
     if dt is None or not hasattr(v, "gpudata"):
         if isinstance(v, int) and not isinstance(v, bool):
             return v  # a raw device pointer
+        alloc = getattr(_drv, "DeviceAllocation", None)
+        if alloc is not None and isinstance(v, alloc):
+            return int(v)   # before the CAI test: allocations export one too (raw bytes)
         if (hasattr(v, "__cuda_array_interface__") or hasattr(v, "__dlpack__")) \
                 and not isinstance(v, np.ndarray):
             raise _Foreign
-        alloc = getattr(_drv, "DeviceAllocation", None)
-        if alloc is not None and isinstance(v, alloc):
-            return int(v)
         raise TypeError(f"argument '{arg.name}' of {who} must be a GPUArray of {arg.dtype}, "
                         f"not {type(v).__name__}")
     if dt != arg.dtype:

@@ -47,7 +47,7 @@ import traceback
 from types import ModuleType
 from typing import IO, Any, Callable, Iterable, Sequence
 
-SECTIONS = ["copies", "launch", "compile", "gpuarray", "elementwise", "interop", "import", "trace"]
+SECTIONS = ["copies", "launch", "compile", "gpuarray", "elementwise", "interop", "import", "trace", "peer"]
 
 _KEYS = ("name", "value", "unit", "ratio", "vs", "note")
 

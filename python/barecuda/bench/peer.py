@@ -1,0 +1,206 @@
+# SPDX-License-Identifier: MIT
+"""Benchmark section: copies between two GPUs and NCCL's all-reduce.
+
+- ``memcpy_peer`` of 256 MiB from GPU 0 to GPU 1, with peer access off and then on,
+  in GB/s; ratio = the C loop's time (``_driver._bench_peer_copy``: bare
+  cuMemcpyPeer calls, GIL released, same run) / barecuda's, so 1.0 is the floor.
+- torch's ``Tensor.copy_`` between ``cuda:0`` and ``cuda:1`` (torch turns peer
+  access on by itself), ratio = torch's time / ours (more is better for us).
+- NCCL all-reduce of 256 MiB float32 through ``barecuda.nccl``: algorithm bandwidth
+  (bytes / time) and bus bandwidth (algbw * 2 (n - 1) / n, NCCL's tests' figure),
+  over every visible GPU from one process (``Communicator.init_all``), and on one
+  rank against ``torch.distributed`` (NCCL backend, world size 1) when torch imports.
+
+With one GPU the peer rows carry no value and a note saying why; NCCL rows use a
+1-rank communicator (its bus bandwidth is 0 by definition: no bytes cross a bus).
+Medians of rounds, ours and the reference alternating (bench.interleaved_times).
+"""
+
+import numpy as np
+
+from barecuda.bench import interleaved_times
+
+MIB256 = 256 << 20
+ITER = 10
+ROUNDS = 5
+
+
+def _row(name, value, unit, ratio=None, vs=None, note=None):
+    return {"name": name, "value": value, "unit": unit, "ratio": ratio, "vs": vs, "note": note}
+
+
+def _gbs(nbytes, seconds):
+    return nbytes / seconds / 1e9 if seconds else None
+
+
+def _peer_rows(drv):
+    n = drv.Device.count()
+    names = [f"peer copy 256 MiB GPU 0 -> GPU 1, memcpy_peer, peer access {s}"
+             for s in ("off", "on")] + ["torch copy_ 256 MiB cuda:0 -> cuda:1"]
+    if n < 2:
+        note = f"skipped: needs two GPUs, found {n}"
+        return [_row(name, None, "GB/s", note=note) for name in names]
+    dev0, dev1 = drv.Device(0), drv.Device(1)
+    ctx0, ctx1 = dev0.retain_primary_context(), dev1.retain_primary_context()
+    rows = []
+    ctx0.push()
+    a0 = drv.mem_alloc(MIB256)
+    drv.Context.pop()
+    ctx1.push()
+    a1 = drv.mem_alloc(MIB256)
+    drv.Context.pop()
+
+    def ours():
+        drv.memcpy_peer(a1, a0, MIB256, dest_context=ctx1, src_context=ctx0)
+
+    def sync():
+        ctx0.push()
+        drv.Context.synchronize()
+        drv.Context.pop()
+        ctx1.push()
+        drv.Context.synchronize()
+        drv.Context.pop()
+
+    can = dev1.can_access_peer(dev0) and dev0.can_access_peer(dev1)
+    for state in ("off", "on"):
+        if state == "on":
+            if not can:
+                rows.append(_row(names[1], None, "GB/s",
+                                 note="skipped: the two GPUs cannot access each other"))
+                continue
+            for here, there in ((ctx0, ctx1), (ctx1, ctx0)):
+                here.push()
+                try:
+                    drv.Context.enable_peer_access(there)
+                except drv.LogicError:
+                    pass                         # already enabled (by torch, for one)
+                drv.Context.pop()
+        t_ours, t_c = _paired(ours, sync, ctx1, ctx0, drv)
+        rows.append(_row(names[0 if state == "off" else 1], _gbs(MIB256, t_ours), "GB/s",
+                         t_c / t_ours, "C loop (cuMemcpyPeer)"))
+    rows.append(_torch_copy(names[2], ours, sync))
+    a0.free()
+    a1.free()
+    ctx0.detach()
+    ctx1.detach()
+    return rows
+
+
+def _paired(ours, sync, dst, src, drv):
+    """Median seconds per copy: ours (Python loop), the C loop, rounds alternating."""
+    from barecuda import _driver
+    t_py, t_c = [], []
+    ours()
+    sync()
+    for _ in range(ROUNDS):
+        t_c.append(_driver._bench_peer_copy(dst, src, MIB256, ITER))
+        t_py.append(interleaved_times([ours], [sync], iterations=ITER, rounds=1, warmup=0)[0])
+    return float(np.median(t_py)), float(np.median(t_c))
+
+
+def _torch_copy(name, ours, sync):
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - torch missing or broken
+        return _row(name, None, "GB/s", note="torch not importable")
+    if torch.cuda.device_count() < 2:
+        return _row(name, None, "GB/s", note="torch sees fewer than two GPUs")
+    src = torch.empty(MIB256, dtype=torch.uint8, device="cuda:0")
+    dst = torch.empty(MIB256, dtype=torch.uint8, device="cuda:1")
+
+    def theirs():
+        dst.copy_(src)
+
+    def tsync():
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+
+    t_ours, t_torch = interleaved_times([ours, theirs], [sync, tsync], iterations=ITER,
+                                        rounds=ROUNDS, warmup=1)
+    return _row(name, _gbs(MIB256, t_torch), "GB/s", t_torch / t_ours,
+                "barecuda memcpy_peer", "ratio = torch time / barecuda time")
+
+
+def _nccl_rows(drv):
+    from barecuda import gpuarray, nccl
+    if not nccl.available():
+        return [_row("NCCL all-reduce 256 MiB", None, "GB/s",
+                     note="skipped: libnccl not found")]
+    rows = []
+    n = drv.Device.count()
+    count = MIB256 // 4
+    comms = nccl.Communicator.init_all(n)
+    bufs = []
+    for c in comms:
+        c.context.push()
+        bufs.append((gpuarray.to_gpu(np.ones(count, np.float32)),
+                     gpuarray.empty(count, np.float32), drv.Stream()))
+        drv.Context.pop()
+
+    def ours():
+        with nccl.group():
+            for c, (s, r, st) in zip(comms, bufs):
+                c.all_reduce(s, r, stream=st)
+
+    def sync():
+        for _, _, st in bufs:
+            st.synchronize()
+
+    t = interleaved_times([ours], [sync], iterations=ITER, rounds=ROUNDS, warmup=2)[0]
+    algbw = _gbs(MIB256, t)
+    rows.append(_row(f"NCCL all-reduce 256 MiB float32, {n} GPU(s), algbw", algbw, "GB/s",
+                     note=f"NCCL {'.'.join(map(str, nccl.version()))}"))
+    rows.append(_row(f"NCCL all-reduce 256 MiB float32, {n} GPU(s), busbw",
+                     algbw * 2 * (n - 1) / n, "GB/s",
+                     note="1 rank: no bus traffic" if n == 1 else "algbw * 2 (n - 1) / n"))
+    try:
+        rows.append(_torch_allreduce(comms[0], bufs[0]))
+    except Exception as exc:  # noqa: BLE001 - torch.distributed refused: say so, keep ours
+        rows.append(_row("NCCL all-reduce 256 MiB float32, 1 rank, vs torch.distributed", None,
+                         "GB/s", note=f"torch.distributed failed: {exc!r}"[:200]))
+    for c in comms:
+        c.destroy()
+    return rows
+
+
+def _torch_allreduce(comm, buf):
+    name = "NCCL all-reduce 256 MiB float32, 1 rank, vs torch.distributed"
+    try:
+        import torch
+        import torch.distributed as dist
+    except Exception:  # noqa: BLE001 - torch missing or broken
+        return _row(name, None, "GB/s", note="torch not importable")
+    from barecuda import nccl
+    if comm.size != 1:
+        c1 = nccl.Communicator(1, nccl.get_unique_id(), 0)
+    else:
+        c1 = comm
+    send, recv, stream = buf
+    store = dist.HashStore()
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group("nccl", store=store, rank=0, world_size=1,
+                                device_id=torch.device("cuda:0"))
+    x = torch.ones(MIB256 // 4, dtype=torch.float32, device="cuda:0")
+
+    def ours():
+        c1.all_reduce(send, recv, stream=stream)
+
+    def theirs():
+        dist.all_reduce(x)
+
+    t_ours, t_torch = interleaved_times([ours, theirs], [stream.synchronize, torch.cuda.synchronize],
+                                        iterations=ITER, rounds=ROUNDS, warmup=2)
+    if created:
+        dist.destroy_process_group()
+    if c1 is not comm:
+        c1.destroy()
+    return _row(name, _gbs(MIB256, t_ours), "GB/s", t_torch / t_ours,
+                f"torch.distributed {_gbs(MIB256, t_torch):.1f} GB/s",
+                "algbw; ratio = torch time / barecuda time")
+
+
+def run():
+    import barecuda.autoprimaryctx  # noqa: F401 - the primary context, shared with torch
+    from barecuda import driver as drv
+    return _peer_rows(drv) + _nccl_rows(drv)
