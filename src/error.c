@@ -13,6 +13,7 @@
 #include "bc_tables.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 
 static int
 is_sticky(CUresult code)
@@ -127,6 +128,34 @@ raise_with_attrs(PyObject *cls, PyObject *message, long code, const char *name,
     return -1;
 }
 
+/* A code image the driver refuses (PTX of a newer ISA, relocatable code it cannot
+ * link) most often comes from an NVRTC newer than the driver: pip's
+ * nvidia-cuda-nvrtc is the newest 13.x while the driver may support only 13.0.
+ * CUBIN for the device itself still loads (minor-version compatibility), PTX and
+ * -rdc objects do not.  Writes a hint saying so into `buf` and returns 1 when that
+ * is the case, else 0. */
+static int
+toolchain_hint(CUresult code, char *buf, size_t size)
+{
+    if (code != CUDA_ERROR_UNSUPPORTED_PTX_VERSION && code != CUDA_ERROR_NO_BINARY_FOR_GPU &&
+        code != CUDA_ERROR_INVALID_PTX)
+        return 0;
+    int driver = 0, major = 0, minor = 0;
+    if (!bc_drv_ready || !bc_nvrtc_ready || bc_drv.cuDriverGetVersion(&driver) != CUDA_SUCCESS ||
+        bc_nvrtc.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS ||
+        major * 1000 + minor * 10 <= driver)
+        return 0;
+    int dmaj = driver / 1000, dmin = driver % 1000 / 10;
+    snprintf(buf, size,
+             " (NVRTC %d.%d is newer than this driver, which supports CUDA %d.%d: PTX and "
+             "relocatable device code made by this NVRTC need a newer driver.  Compile to "
+             "CUBIN for the device (SourceModule's default for a device NVRTC knows), install "
+             "an NVRTC that matches the driver (pip install 'nvidia-cuda-nvrtc==%d.%d.*', or "
+             "BARECUDA_NVRTC=path), or update the driver)",
+             major, minor, dmaj, dmin, dmaj, dmin);
+    return 1;
+}
+
 int
 bc_error_raise(bc_State *st, CUresult code, const char *routine)
 {
@@ -145,6 +174,9 @@ bc_error_raise(bc_State *st, CUresult code, const char *routine)
     else if (is_sticky(code))
         why = " (the context is now unusable: the driver cannot recover from this fault "
               "inside the process, so CUDA work must continue in a new process)";
+    char hint[480];
+    if (*why == '\0' && toolchain_hint(code, hint, sizeof hint))
+        why = hint;
     PyObject *msg = PyUnicode_FromFormat("%s failed: %s%s%s%s", routine,
                                          name ? name : "CUDA_ERROR_UNKNOWN_CODE",
                                          text ? ": " : "", text ? text : "", why);

@@ -30,6 +30,19 @@ def gpu_probe():
     return _probe or None
 
 
+def nvrtc_newer_than_driver():
+    """A sentence when the NVRTC in use is newer than the driver (pip's newest
+    nvidia-cuda-nvrtc on an older driver), else None.  Its CUBIN for the device
+    still loads there; its PTX and relocatable code do not (the driver refuses
+    them, and barecuda's error says why)."""
+    major, minor = drv.nvrtc_version()
+    driver = drv.get_driver_version()
+    if major * 1000 + minor * 10 <= driver:
+        return None
+    return (f"NVRTC {major}.{minor} is newer than the driver (CUDA {driver // 1000}."
+            f"{driver % 1000 // 10}): the driver cannot load its PTX or relocatable code")
+
+
 def pytest_collection_modifyitems(config, items):
     reason = gpu_probe()
     if reason is None:

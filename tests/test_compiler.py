@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import nvrtc_newer_than_driver
 
 from barecuda import _driver, compiler
 from barecuda import driver as drv
@@ -751,8 +752,42 @@ def _run_saxpy(mod, rng, name="saxpy"):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("code", [222, 209, 218])   # UNSUPPORTED_PTX_VERSION, NO_BINARY_FOR_GPU, INVALID_PTX
+def test_refused_images_say_when_nvrtc_is_newer_than_the_driver(ctx, code):
+    from barecuda import _driver
+    with pytest.raises(drv.Error) as info:
+        _driver._raise_error(code, "cuModuleLoadDataEx")
+    major, minor = drv.nvrtc_version()
+    hinted = f"NVRTC {major}.{minor} is newer than this driver" in str(info.value)
+    assert hinted == (nvrtc_newer_than_driver() is not None), str(info.value)
+    assert info.value.code == code and info.value.routine == "cuModuleLoadDataEx"
+    with pytest.raises(drv.Error) as other:
+        _driver._raise_error(2, "cuMemAlloc")    # out of memory: never hinted
+    assert "newer than this driver" not in str(other.value)
+
+
+@pytest.mark.gpu
+def test_relocatable_code_links_or_says_why_not(ctx):
+    # the linker's half of the case above: -rdc code of an NVRTC newer than the driver
+    dm = compiler.DynamicModule().add_source(
+        'extern "C" __global__ void k(int *p) { p[threadIdx.x] = 2 * threadIdx.x; }')
+    if nvrtc_newer_than_driver():
+        with pytest.raises(drv.Error, match="is newer than this driver"):
+            dm.link()
+        return
+    out = drv.mem_alloc(4 * 32)
+    dm.link().get_function("k")(out, block=(32, 1, 1), grid=(1, 1))
+    np.testing.assert_array_equal(drv.from_device(out, (32,), np.int32), 2 * np.arange(32))
+
+
+@pytest.mark.gpu
 def test_source_module_ptx(ctx, rng):
     major, minor = ctx.get_device().compute_capability()
+    if nvrtc_newer_than_driver():
+        # pip's newest NVRTC on an older driver: refused, and the error says why and what to do
+        with pytest.raises(drv.Error, match=r"is newer than this driver.*nvidia-cuda-nvrtc=="):
+            compiler.SourceModule(SAXPY, arch=f"compute_{major}{minor}", cache_dir=False)
+        return
     mod = compiler.SourceModule(SAXPY, arch=f"compute_{major}{minor}", cache_dir=False)
     assert mod.cubin is None and mod.ptx is not None and b".entry saxpy" in mod.ptx
     _run_saxpy(mod, rng)
@@ -765,6 +800,8 @@ def test_source_module_ptx_fallback(ctx, rng, monkeypatch):
     older = tuple(a for a in compiler._supported_archs() if a < cc)
     if not older:
         pytest.skip("NVRTC knows no architecture older than this device")
+    if nvrtc_newer_than_driver():
+        pytest.skip(nvrtc_newer_than_driver() + " (test_source_module_ptx checks the error)")
     # pretend NVRTC does not know this device: PTX for the newest older one
     monkeypatch.setitem(compiler._once, "archs", older)
     mod = compiler.SourceModule(SAXPY, cache_dir=False)

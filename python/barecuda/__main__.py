@@ -28,6 +28,15 @@ def _report_devices(drv, out):
     out.write(f"CUDA driver: {drv.loader_info()['libcuda']} "
               f"(supports CUDA {_fmt(drv.get_driver_version())}; "
               f"barecuda built with CUDA {_fmt(drv.CUDA_VERSION)} headers)\n")
+    try:
+        major, minor = drv.nvrtc_version()
+    except drv.Error:
+        major = minor = 0          # reported with the self-test
+    driver = drv.get_driver_version()
+    if major * 1000 + minor * 10 > driver:
+        out.write(f"note: NVRTC {major}.{minor} is newer than the driver: CUBIN for the "
+                  "device loads, PTX and relocatable device code do not; for those, "
+                  f"pip install 'nvidia-cuda-nvrtc=={_fmt(driver)}.*' or update the driver\n")
     n = drv.Device.count()
     out.write(f"{n} device{'s' if n != 1 else ''}\n")
     for i in range(n):
