@@ -683,6 +683,23 @@ done:
 }
 
 
+PyDoc_STRVAR(bench_noop_doc,
+"_bench_noop(*args, **kwargs)\n--\n\n"
+"Private: does nothing and returns None.  Called the way __call__ and the prepared\n"
+"calls are (METH_FASTCALL with keywords), it times what CPython's call site costs\n"
+"alone: with more than 30 arguments (positional plus twice the keywords) CPython\n"
+"builds a tuple and a dict for every call (CALL_FUNCTION_EX).");
+
+static PyObject *
+bc_bench_noop(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    BC_UNUSED(m);
+    BC_UNUSED(args);
+    BC_UNUSED(nargs);
+    BC_UNUSED(kwnames);
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(launch_release_gil_doc,
 "_launch_release_gil(flag=None)\n--\n\n"
 "Private tuning knob: whether cuLaunchKernel runs with the GIL released.  Sets it\n"
@@ -1007,6 +1024,8 @@ static PyType_Spec function_spec = {
 static PyMethodDef function_functions[] = {
     {"_bench_launch", (PyCFunction)(void (*)(void))bc_bench_launch, METH_VARARGS | METH_KEYWORDS,
      bench_launch_doc},
+    {"_bench_noop", (PyCFunction)(void (*)(void))bc_bench_noop, METH_FASTCALL | METH_KEYWORDS,
+     bench_noop_doc},
     {"_test_function", (PyCFunction)(void (*)(void))bc_test_function, METH_VARARGS | METH_KEYWORDS,
      test_function_doc},
     {"_launch_release_gil", (PyCFunction)(void (*)(void))bc_launch_release_gil, METH_FASTCALL,

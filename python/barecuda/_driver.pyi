@@ -638,6 +638,7 @@ def _bench_launch(
     mode: Literal["enqueue", "sync"] = "enqueue",
     stream: Stream | None = None,
 ) -> float: ...
+def _bench_noop(*args: Any, **kwargs: Any) -> None: ...
 
 @final
 class Linker:

@@ -180,6 +180,20 @@ def _row(name: str, value: float, floor: float | None, note: str = "", vs: str =
                 vs=f"{vs} {floor * 1e6:.2f} us" if floor else vs, note=note or None)
 
 
+class _NoOpKernel:
+    """Stands in for a Function in prepared_loop: its calls do nothing."""
+    prepared_call = _driver._bench_noop
+    prepared_async_call = _driver._bench_noop
+
+
+def _site_note(loop: Callable[[int], None]) -> str:
+    """What the same call site costs CPython alone, calling a C function that does
+    nothing (_driver._bench_noop).  Not subtracted from any figure: past 30
+    arguments (positional plus twice the keywords) CPython builds a tuple (and a
+    dict for keywords) for every call, which no binding can avoid."""
+    return f"CPython call site alone {_median(_timed(loop, lambda: None)) * 1e6:.3f} us"
+
+
 def run() -> list[dict[str, Any]]:
     rows = []
     module = drv.module_from_buffer(kernel_ptx())
@@ -203,14 +217,15 @@ def run() -> list[dict[str, Any]]:
                                       c_floor(funcs[n], cargs[n]))
         floors[n] = floor
         rows.append(_row(f"launch __call__, empty kernel, {n} args", value, floor, ratio=ratio,
-                         target=CALL_TARGET))
+                         target=CALL_TARGET, note=_site_note(call_loop(_driver._bench_noop, cargs[n]))))
 
     for n in ARG_COUNTS:
         funcs[n].prepare(prepared_signature(n))
         value, floor, ratio = _paired(_timed(prepared_loop(funcs[n], pargs[n]), ctx_sync),
                                       c_floor(funcs[n], cargs[n]))
         rows.append(_row(f"launch prepared_call, {n} args", value, floor, ratio=ratio,
-                         target=PREPARED_TARGET))
+                         target=PREPARED_TARGET,
+                         note=_site_note(prepared_loop(_NoOpKernel, pargs[n]))))
 
     f4, args4, pargs4 = funcs[4], cargs[4], pargs[4]
     value, sfloor, ratio = _paired(
