@@ -74,10 +74,12 @@ def delta(before):
 
 def cache_files(cache):
     """The entries (and any stray temporary files) of a cache directory; its
-    header-hash index (headers-1.idx) is not an entry."""
+    header-hash index (headers-1.idx) and the quick-look-up links (*.hit) are
+    not entries."""
     if not os.path.isdir(cache):
         return []
-    return sorted(n for n in os.listdir(cache) if n != "headers-1.idx")
+    return sorted(n for n in os.listdir(cache)
+                  if n != "headers-1.idx" and not n.endswith(".hit"))
 
 
 # ------------------------------------------------------------------ NVRTC
