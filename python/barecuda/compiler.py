@@ -97,7 +97,9 @@ _KINDS = _diskcache.KINDS
 _PROGRAM = "kernel.cu"
 
 #: Counters for tests and benchmarks: compiles run, and answers from each cache layer.
-stats = {"nvrtc": 0, "nvcc": 0, "disk_hits": 0, "memory_hits": 0, "disk_rejected": 0}
+#: "disk_quick_hits" counts the disk hits found by the quick look-up (no full key needed).
+stats = {"nvrtc": 0, "nvcc": 0, "disk_hits": 0, "memory_hits": 0, "disk_rejected": 0,
+         "disk_quick_hits": 0}
 
 _lock = threading.Lock()
 _memory = {}                            # memory key -> _Compiled
@@ -398,9 +400,9 @@ def _env_deps(nvrtc_path):
     """The dependencies recorded with an NVRTC entry (see _diskcache): the paths
     whose stat stands for the NVRTC library, barecuda's headers and the toolkit's."""
     paths = [nvrtc_path, INCLUDE_DIR, NVRTC_STD_INCLUDE_DIR]
-    toolkit = _toolkit_include_dirs()
+    toolkit = _toolkit_include()
     if toolkit:
-        paths += toolkit
+        paths.append(toolkit)
     else:   # none found: one appearing where it is looked for first must miss
         paths += [os.path.join(r, "include", "cuda_fp16.h") for r in
                   (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")
@@ -613,6 +615,7 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
             elif seen.deps is not None:
                 deps = seen.deps
                 if _deps_now([p for p, _ in deps[0]], user_dirs) == deps:
+                    stats["disk_quick_hits"] += 1
                     return hit(seen, deps[2], qpath)
         quick = (qkey, seen)
 
