@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from conftest import nvrtc_newer_than_driver
 
+import barecuda
 from barecuda import _driver, compiler
 from barecuda import driver as drv
 
@@ -75,10 +76,12 @@ def delta(before):
 
 def cache_files(cache):
     """The entries (and any stray temporary files) of a cache directory; its
-    header-hash index (headers-1.idx) is not an entry."""
+    header-hash index (headers-1.idx) and the quick-look-up links (*.hit) are
+    not entries."""
     if not os.path.isdir(cache):
         return []
-    return sorted(n for n in os.listdir(cache) if n != "headers-1.idx")
+    return sorted(n for n in os.listdir(cache)
+                  if n != "headers-1.idx" and not n.endswith(".hit"))
 
 
 # ------------------------------------------------------------------ NVRTC
@@ -482,6 +485,7 @@ def test_unwritable_cache_still_compiles(tmp_path):
 
 _CHILD = r"""
 import hashlib, sys, time
+import barecuda
 from barecuda import _driver, compiler
 src, cache, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
 while time.time() < start:
@@ -511,6 +515,7 @@ def test_concurrent_processes_same_source(cache):
 
 _HIT_CHILD = r"""
 import sys, time
+import barecuda
 from barecuda import _driver, compiler
 t = time.perf_counter()
 compiler.compile(sys.argv[1], arch="sm_90", cache_dir=sys.argv[2])
@@ -900,3 +905,147 @@ def test_header_index_remembers_hashes_but_changes_still_miss(tmp_path, cache):
     header.write_text("#define VALUE 11\n")
     assert compiler.compile(src, **kw) == p1
     assert delta(before)["nvrtc"] == 2
+
+
+# ------------------------------------------------ the quick disk look-up (issue 18)
+
+def _fresh(src, **kw):
+    """compile() as a new process would: nothing remembered in memory."""
+    compiler.clear_memory_cache()
+    before = counts()
+    image = compiler.compile(src, **kw)
+    return image, delta(before)
+
+
+def test_quick_hit_then_user_header_changed_on_disk_misses(tmp_path, cache):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = inc / "v.cuh"
+    header.write_text("#define VALUE 11\n")
+    src = '#include "v.cuh"\n__global__ void k(int *x) { x[0] = VALUE; }\n'
+    for n, kw in enumerate((dict(include_dirs=[str(inc)]), dict(options=["-I", str(inc)]))):
+        kw.update(cache_dir=os.path.join(cache, str(n)), arch="compute_90")
+        header.write_text("#define VALUE 11\n")
+        p1, d = _fresh(src, **kw)
+        assert b"11;" in p1
+        p, d = _fresh(src, **kw)
+        assert p == p1 and (d["nvrtc"], d["disk_quick_hits"], d["disk_hits"]) == (0, 1, 1)
+        # changed on disk (same size, mtime moved on): the recorded stat no longer matches
+        header.write_text("#define VALUE 77\n")
+        st = os.stat(header)
+        os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        p2, d = _fresh(src, **kw)
+        assert b"77;" in p2 and d["nvrtc"] == 1 and d["disk_quick_hits"] == 0
+        p, d = _fresh(src, **kw)
+        assert p == p2 and (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+        # back to the first contents: the first entry is found again by its full key
+        header.write_text("#define VALUE 11\n")
+        p, d = _fresh(src, **kw)
+        assert p == p1 and (d["nvrtc"], d["disk_hits"], d["disk_quick_hits"]) == (0, 1, 0)
+        p, d = _fresh(src, **kw)
+        assert p == p1 and (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+
+
+def test_quick_hit_in_fresh_process_then_header_changed(tmp_path, cache):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = inc / "v.cuh"
+    header.write_text("#define VALUE 11\n")
+    src = '#include "v.cuh"\n__global__ void k(int *x) { x[0] = VALUE; }\n'
+    child = ("import sys\nfrom barecuda import compiler\n"
+             "p = compiler.compile(sys.argv[1], arch='compute_90', cache_dir=sys.argv[2], "
+             "include_dirs=[sys.argv[3]])\n"
+             "s = compiler.stats\nprint(s['nvrtc'], s['disk_quick_hits'], b'77;' in p)\n")
+
+    def run():
+        return subprocess.run([sys.executable, "-c", child, src, cache, str(inc)],
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert run() == ["1", "0", "False"]
+    assert run() == ["0", "1", "False"]
+    header.write_text("#define VALUE 77\n")
+    st = os.stat(header)
+    os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert run() == ["1", "0", "True"]
+    assert run() == ["0", "1", "True"]
+
+
+def test_quick_hit_needs_the_same_nvrtc_library(tmp_path, cache, monkeypatch):
+    # the entry records the NVRTC library file by its stat: a changed file misses
+    fake = tmp_path / "libnvrtc.so.13"
+    fake.write_bytes(b"one")
+    monkeypatch.setattr(compiler, "_nvrtc_path", lambda: str(fake))
+    kw = dict(cache_dir=cache, arch="sm_90")
+    good, d = _fresh(SAXPY, **kw)
+    assert d["nvrtc"] == 1
+    _, d = _fresh(SAXPY, **kw)
+    assert (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+    fake.write_bytes(b"a newer library")
+    again, d = _fresh(SAXPY, **kw)
+    assert again == good and (d["nvrtc"], d["disk_quick_hits"]) == (1, 0)
+    _, d = _fresh(SAXPY, **kw)
+    assert (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+
+
+def test_quick_hit_package_headers_reinstalled(tmp_path, cache, monkeypatch):
+    # barecuda's own headers stand for themselves by their directories' stat
+    # (a reinstall re-creates them); a copy of them plays the installed ones
+    import shutil
+    inc = tmp_path / "include"
+    shutil.copytree(compiler.INCLUDE_DIR, inc)
+    monkeypatch.setattr(compiler, "INCLUDE_DIR", str(inc))
+    monkeypatch.setattr(compiler, "NVRTC_STD_INCLUDE_DIR", str(inc / "nvrtc"))
+    monkeypatch.setattr(compiler, "_PRELUDE", str(inc / "nvrtc" / "barecuda_prelude.h"))
+    monkeypatch.delitem(compiler._once, "pkg", raising=False)
+    src = HELPERS + "\n__global__ void w(int *x) { x[0] = BC_TEST_VALUE; }\n"
+    (inc / "barecuda_test_value.h").write_text("#define BC_TEST_VALUE 11\n")
+    src = '#include <barecuda_test_value.h>\n' + src
+    kw = dict(cache_dir=cache, arch="compute_90")
+    p1, d = _fresh(src, **kw)
+    assert b"11;" in p1 and d["nvrtc"] == 1
+    _, d = _fresh(src, **kw)
+    assert (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+    # "reinstall": the header is replaced by a new file
+    os.unlink(inc / "barecuda_test_value.h")
+    (inc / "barecuda_test_value.h").write_text("#define BC_TEST_VALUE 55\n")
+    monkeypatch.delitem(compiler._once, "pkg", raising=False)
+    p2, d = _fresh(src, **kw)
+    assert b"55;" in p2 and d["nvrtc"] == 1
+    # directories touched but nothing changed: found by the full key, record renewed
+    os.utime(inc)
+    os.utime(inc / "nvrtc")
+    p, d = _fresh(src, **kw)
+    assert p == p2 and (d["nvrtc"], d["disk_hits"], d["disk_quick_hits"]) == (0, 1, 0)
+    p, d = _fresh(src, **kw)
+    assert p == p2 and (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+
+
+def test_quick_hit_new_nvidia_package_on_sys_path(tmp_path, cache, monkeypatch):
+    # NVRTC and toolkit headers are also looked for in nvidia/ package directories
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    kw = dict(cache_dir=cache, arch="sm_90")
+    good, d = _fresh(SAXPY, **kw)
+    _, d = _fresh(SAXPY, **kw)
+    assert (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+    (site / "nvidia").mkdir()
+    again, d = _fresh(SAXPY, **kw)
+    # the quick look-up declines; the full key (same NVRTC is found) still hits
+    assert again == good and (d["nvrtc"], d["disk_hits"], d["disk_quick_hits"]) == (0, 1, 0)
+    _, d = _fresh(SAXPY, **kw)
+    assert (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+
+
+def test_quick_hit_options_arch_and_version_miss(cache, monkeypatch):
+    kw = dict(cache_dir=cache)
+    _fresh(SAXPY, arch="sm_90", **kw)
+    _, d = _fresh(SAXPY, arch="sm_80", **kw)
+    assert d["nvrtc"] == 1
+    _, d = _fresh(SAXPY, arch="sm_90", options=["-DX=1"], **kw)
+    assert d["nvrtc"] == 1
+    monkeypatch.setattr(barecuda, "__version__", barecuda.__version__ + ".test")
+    _, d = _fresh(SAXPY, arch="sm_90", **kw)
+    assert d["nvrtc"] == 1
+    monkeypatch.undo()
+    _, d = _fresh(SAXPY, arch="sm_90", **kw)
+    assert (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)

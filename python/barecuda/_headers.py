@@ -12,7 +12,6 @@ read and hashed again; the index is only ever a memo of those hashes.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 
@@ -69,6 +68,7 @@ def header_stamp(dirs: list[str], every_file: bool = False
 def header_digest(stamp: tuple[tuple[str, int, int, int], ...]) -> bytes:
     """SHA-256 over the names and contents of the headers in `stamp`."""
     global _dirty
+    import hashlib          # here, not at import: it loads OpenSSL (milliseconds)
     h = hashlib.sha256()
     for path, mtime, size, ino in stamp:
         m = memo.get(path)

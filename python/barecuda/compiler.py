@@ -37,29 +37,31 @@ is asked for), ``preprocess_source`` and ``get_nvcc_version`` (these two run
 nvcc: NVRTC cannot preprocess alone), ``CudaModule`` (SourceModule's base).
 
 Cache: compiled images are kept in memory for the process and on disk, keyed by
-a SHA-256 of the source, the options, the architecture, the compiler (NVRTC
+a hash of the source, the options, the architecture, the compiler (NVRTC
 library file or nvcc executable), barecuda's version and the contents of every
 header under the include directories.  On disk the location is ``cache_dir``,
 else ``$BARECUDA_CACHE_DIR``, else ``$XDG_CACHE_HOME/barecuda`` (or
 ``~/.cache/barecuda``); ``cache_dir=False`` turns both layers off.  Entries are
-written atomically and checked (length and SHA-256) when read: a damaged entry
-is compiled again and rewritten.
+written atomically and checked (length and digest) when read: a damaged entry
+is compiled again and rewritten.  A new process finds an NVRTC entry through a
+link named by a hash of the input alone, then checks the files the entry
+recorded (NVRTC library, header directories, user headers) by their stat, so
+a hit costs a read and a few stats (see ``barecuda._diskcache``); barecuda's
+own headers count as changed when their directories are (a reinstall).
 """
 
 from __future__ import annotations
 
 import collections
-import hashlib
 import os
 import re
-import struct
 import sys
 import threading
 import weakref
 from typing import TYPE_CHECKING
 
 import barecuda
-from barecuda import _driver, _headers
+from barecuda import _diskcache, _driver, _headers
 from barecuda import driver as _drv
 
 CompileError = _drv.CompileError
@@ -90,13 +92,14 @@ NVRTC_STD_INCLUDE_DIR = os.path.join(INCLUDE_DIR, "nvrtc")
 #: Force-included into every NVRTC compile: uint/ushort/ulong, which nvcc's
 #: host headers make visible everywhere (-DBARECUDA_NO_PRELUDE leaves them out).
 _PRELUDE = os.path.join(NVRTC_STD_INCLUDE_DIR, "barecuda_prelude.h")
-_ENTRY_MAGIC = b"BCKCACH1"
-_ENTRY_HEAD = struct.Struct("<8s32sBxxxIIQ32s")
-_KINDS = ("cubin", "ptx", "fatbin")
+_ENTRY_HEAD = _diskcache.HEAD
+_KINDS = _diskcache.KINDS
 _PROGRAM = "kernel.cu"
 
 #: Counters for tests and benchmarks: compiles run, and answers from each cache layer.
-stats = {"nvrtc": 0, "nvcc": 0, "disk_hits": 0, "memory_hits": 0, "disk_rejected": 0}
+#: "disk_quick_hits" counts the disk hits found by the quick look-up (no full key needed).
+stats = {"nvrtc": 0, "nvcc": 0, "disk_hits": 0, "memory_hits": 0, "disk_rejected": 0,
+         "disk_quick_hits": 0}
 
 _lock = threading.Lock()
 _memory = {}                            # memory key -> _Compiled
@@ -160,14 +163,19 @@ def _toolkit_include_dirs():
     return _toolkit_dirs(_toolkit_include())
 
 
-def _nvrtc_identity():
-    """A string naming the NVRTC library file that is (or would be) loaded:
-    its real path, size and mtime.  Predicted without loading NVRTC where the
-    loader's search can be followed (so a cache hit need not load it); None
-    when it cannot be predicted."""
+def _nvrtc_path():
+    """The NVRTC library file that is (or would be) loaded, as the loader names
+    it; predicted without loading NVRTC where the loader's search can be
+    followed (so a cache hit need not load it); None when it cannot be."""
     path = _driver.loader_info()["libnvrtc"]
+    return path if path is not None else _predict_nvrtc()
+
+
+def _nvrtc_identity(path=None):
+    """A string naming the NVRTC library file `path` (default: _nvrtc_path()):
+    its real path, size and mtime; None when unknown."""
     if path is None:
-        path = _predict_nvrtc()
+        path = _nvrtc_path()
         if path is None:
             return None
     return _file_identity(path)
@@ -388,55 +396,25 @@ def _raise_compile_error(err, source, offset, options, what):
 
 # ------------------------------------------------------------ disk entries
 
-def _read_entry(path, key):
-    """(kind, arch, image, names, log) from a cache entry, or None when absent or damaged."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    try:
-        magic, ekey, kind, nlen, llen, ilen, digest = _ENTRY_HEAD.unpack_from(data)
-    except struct.error:
-        stats["disk_rejected"] += 1
-        return None
-    payload = memoryview(data)[_ENTRY_HEAD.size:]
-    if (magic != _ENTRY_MAGIC or ekey != key or kind >= len(_KINDS)
-            or len(payload) != nlen + llen + ilen
-            or hashlib.sha256(payload).digest() != digest):
-        stats["disk_rejected"] += 1
-        return None
-    try:
-        items = bytes(payload[:nlen]).decode("utf-8").split("\0")
-        log = bytes(payload[nlen:nlen + llen]).decode("utf-8")
-    except UnicodeDecodeError:
-        stats["disk_rejected"] += 1
-        return None
-    image = bytes(payload[nlen + llen:])
-    names = dict(zip(items[1::2], items[2::2]))
-    return _KINDS[kind], items[0], image, names, log
+def _env_deps(nvrtc_path):
+    """The dependencies recorded with an NVRTC entry (see _diskcache): the paths
+    whose stat stands for the NVRTC library, barecuda's headers and the toolkit's."""
+    paths = [nvrtc_path, INCLUDE_DIR, NVRTC_STD_INCLUDE_DIR]
+    toolkit = _toolkit_include()
+    if toolkit:
+        paths.append(toolkit)
+    else:   # none found: one appearing where it is looked for first must miss
+        paths += [os.path.join(r, "include", "cuda_fp16.h") for r in
+                  (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")
+                  if r]
+    return paths
 
 
-def _write_entry(directory, path, key, kind, arch, image, names, log):
-    """Write a cache entry atomically: a private temporary file, then rename."""
-    items = [arch] + [x for kv in names.items() for x in kv]
-    names_blob = "\0".join(items).encode("utf-8")
-    log_blob = log.encode("utf-8")
-    payload = names_blob + log_blob + image
-    head = _ENTRY_HEAD.pack(_ENTRY_MAGIC, key, _KINDS.index(kind), len(names_blob),
-                            len(log_blob), len(image), hashlib.sha256(payload).digest())
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(head + payload)
-        os.replace(tmp, path)
-    except OSError:
-        # an unwritable cache costs a recompile next time, nothing else
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+def _deps_now(paths, user_dirs):
+    """The dependency record of `paths` and `user_dirs` as they are now."""
+    sig = _diskcache.sig
+    return (tuple([(p, sig(p)) for p in paths]), _diskcache.nvidia_dirs(),
+            _header_stamp(user_dirs) if user_dirs else ())
 
 
 # ------------------------------------------------------------- compiling
@@ -606,22 +584,56 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     arch_key = arch_str or f"auto-{device_cc}-{target}"
 
     user_dirs = include_dirs + opt_incs
+    directory = get_cache_dir(cache_dir_arg)
+    use_disk = directory is not None and not keep
+    quick = None                  # NVRTC: the quick key and the entry its link points at
+    bad = []                      # a damaged entry was seen (counted once)
+
+    def hit(entry, stamp, path):
+        stats["disk_hits"] += 1
+        if bad:
+            stats["disk_rejected"] += 1
+        return _Compiled(entry.kind, entry.image, entry.names, entry.log, entry.arch, stamp,
+                         cache_path=path, dirs=user_dirs)
+
+    if use_disk and backend == "nvrtc":
+        # the fast look-up: a hash of what is known without the filesystem, one
+        # read of the entry its link points at, a stat of each recorded dependency
+        env = os.environ
+        qkey = _diskcache.quick_key((
+            "barecuda-kernel-cache-2", barecuda.__version__, target, arch_key,
+            "\0".join(opts), "\0".join(include_dirs), INCLUDE_DIR, NVRTC_STD_INCLUDE_DIR,
+            _PRELUDE, env.get("BARECUDA_NVRTC", ""), env.get("CUDA_HOME", ""),
+            env.get("CUDA_PATH", ""), "\0".join(name_expressions), full))
+        qpath = os.path.join(directory, qkey.hex() + _diskcache.LINK_SUFFIX)
+        data = _diskcache.read(qpath)
+        seen = None
+        if data is not None:
+            seen = _diskcache.parse(data)
+            if seen is None:
+                bad.append(qpath)
+            elif seen.deps is not None:
+                deps = seen.deps
+                if _deps_now([p for p, _ in deps[0]], user_dirs) == deps:
+                    stats["disk_quick_hits"] += 1
+                    return hit(seen, deps[2], qpath)
+        quick = (qkey, seen)
+
     if backend == "nvrtc":
         rest = opts + [f"--include-path={d}" for d in include_dirs + [INCLUDE_DIR]
                        + _toolkit_include_dirs() + [NVRTC_STD_INCLUDE_DIR]]
         rest.append(f"--pre-include={_PRELUDE}")
-        compiler_id = _nvrtc_identity()
+        nvrtc_path = _nvrtc_path()
+        compiler_id = _nvrtc_identity(nvrtc_path) if nvrtc_path is not None else None
     else:
         rest = opts + [f"-I{d}" for d in include_dirs + [INCLUDE_DIR]]
         nvcc_path, compiler_id = _nvcc_identity(nvcc)
     stamp = _header_stamp(user_dirs) if user_dirs else ()
-
-    directory = get_cache_dir(cache_dir_arg)
     key = path = None
 
     def make_key(cid):
-        h = hashlib.sha256()
-        for part in ("barecuda-kernel-cache-1", barecuda.__version__, backend, cid or "?",
+        h = _diskcache.blake2b(digest_size=32)
+        for part in ("barecuda-kernel-cache-2", barecuda.__version__, backend, cid or "?",
                      target, arch_key, code if backend == "nvcc" and code else "",
                      "\0".join(rest), "\0".join(name_expressions), full):
             h.update(part.encode("utf-8", "surrogateescape"))
@@ -630,37 +642,56 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
         h.update(_header_digest(stamp))
         return h.digest()
 
-    def lookup():
-        hit = _read_entry(path, key)
-        if hit is None:
+    def fresh_deps():
+        if backend != "nvrtc":
             return None
-        stats["disk_hits"] += 1
-        hkind, harch, image, names, log = hit
-        return _Compiled(hkind, image, names, log, harch, stamp, cache_path=path,
-                         dirs=user_dirs)
+        return _deps_now(_env_deps(nvrtc_path), user_dirs)
 
-    if directory is not None and not keep and compiler_id is not None:
+    def lookup():
+        name = key.hex() + _diskcache.ENTRY_SUFFIX
+        entry = None
+        if quick is not None and quick[1] is not None and quick[1].key == key:
+            entry = quick[1]        # the link's entry after all: only its record moved
+        else:
+            data = _diskcache.read(os.path.join(directory, name))
+            if data is not None:
+                entry = _diskcache.parse(data)
+                if entry is None or entry.key != key:
+                    bad.append(name)
+                    entry = None
+        if entry is None:
+            return None
+        deps = fresh_deps()
+        if deps != entry.deps:      # renew the record, so the next look-up is fast
+            _diskcache.write(directory, key, entry.kind, entry.arch, entry.image,
+                             entry.names, entry.log, deps)
+        if quick is not None:
+            _diskcache.link(directory, quick[0], name)
+        return hit(entry, stamp, os.path.join(directory, name))
+
+    if use_disk and compiler_id is not None:
         _headers.load_index(directory)
         key = make_key(compiler_id)
         _headers.save_index(directory)
-        path = os.path.join(directory, key.hex() + ".bin")
-        hit = lookup()
-        if hit is not None:
-            return hit
+        found = lookup()
+        if found is not None:
+            return found
 
     keep_dir = None
     if backend == "nvrtc":
         if _driver.loader_info()["libnvrtc"] is None:
             _driver.nvrtc_version()     # loads NVRTC (or raises Error naming the search)
-        real_id = _nvrtc_identity()
-        if directory is not None and not keep and real_id != compiler_id:
+        nvrtc_path = _nvrtc_path()
+        real_id = _nvrtc_identity(nvrtc_path)
+        if use_disk and real_id != compiler_id:
             # the prediction missed: look again under the loaded library's name
             compiler_id = real_id
+            _headers.load_index(directory)
             key = make_key(compiler_id)
-            path = os.path.join(directory, key.hex() + ".bin")
-            hit = lookup()
-            if hit is not None:
-                return hit
+            _headers.save_index(directory)
+            found = lookup()
+            if found is not None:
+                return found
         if arch_str is None:
             arch_str, kind = _choose_target(arch, code, target, device_cc, backend)
         final = [f"--gpu-architecture={arch_str}"] + rest
@@ -683,8 +714,13 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
         except CompileError as err:
             _raise_compile_error(err, text, offset, final, f"nvcc compiling for {arch_str}")
         names = {}
+    if bad:
+        stats["disk_rejected"] += 1
     if key is not None:
-        _write_entry(directory, path, key, kind, arch_str, image, names, log)
+        name = _diskcache.write(directory, key, kind, arch_str, image, names, log, fresh_deps())
+        path = os.path.join(directory, name)
+        if quick is not None:
+            _diskcache.link(directory, quick[0], name)
     return _Compiled(kind, image, names, log, arch_str, stamp, keep_dir, path, user_dirs)
 
 
