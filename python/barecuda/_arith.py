@@ -151,6 +151,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         res = _result_dtype(op, x.dtype, y.dtype)
         cd = _compute_dtype(op, x.dtype, y.dtype, res)
         k = _binary_kernel(op, x.dtype, y.dtype, False, False, res, cd)
+        x, y = _unclash(x, out, stream), _unclash(y, out, stream)
         if x.strides == y.strides and (x._c or x._f) and _dense_out(out, x, res):
             if out is None:
                 z = ga._empty_as(x, res, stream)
@@ -193,6 +194,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
     s = ga._scalar_flat(k, 2, y)
     if op == "power" and not reverse and cd.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
+    x = _unclash(x, out, stream)
     weak = ty in _WEAK_SCALARS and op != "power" and not (ty is int and op in _COMPARE)
     if not (x._c or x._f) or not _dense_out(out, x, res):
         if out is not None:
@@ -223,6 +225,8 @@ def _binary_0d(op: str, x: GPUArray, y: GPUArray, out: GPUArray | None,
     res = _result_dtype(op, x.dtype, y.dtype)
     cd = _compute_dtype(op, x.dtype, y.dtype, res)
     k = _binary_kernel(op, x.dtype, y.dtype, mode, False, res, cd)
+    x, y = _unclash(x, out, stream), _unclash(y, out, stream)
+    big = x if mode == "y0" else y
     if not (big._c or big._f) or not _dense_out(out, big, res):
         if out is not None:
             _check_out(out, big, res, op)
@@ -230,7 +234,6 @@ def _binary_0d(op: str, x: GPUArray, y: GPUArray, out: GPUArray | None,
         r = _strided.binary(op, big, small, "0", mode == "x0", res, cd, out, stream)
         if r is not None:
             return r[0]  # type: ignore[no-any-return]
-        big = big._contiguous(stream)
         big = big._contiguous(stream)
         if mode == "y0":
             x = big
@@ -256,8 +259,16 @@ def _remember(table: Any, xdt: np.dtype[Any], key: Any, res: np.dtype[Any], k: A
 def _dense_out(out: GPUArray | None, x: GPUArray, res: np.dtype[Any]) -> bool:
     """Whether a flat-index kernel over contiguous x can write `out` (None: a new
     array) directly: out has res's dtype and x's strides."""
-    return out is None or (out.dtype == res and out.strides == x.strides
-                           and (out._c or out._f) and isinstance(out, _ga().GPUArray))
+    return out is None or (isinstance(out, _ga().GPUArray) and out.dtype == res
+                           and out.strides == x.strides and (out._c or out._f))
+
+
+def _unclash(a: Any, out: GPUArray | None, stream: Stream | None) -> Any:
+    """a, or a copy of it when it shares memory with `out` other than element for
+    element (NumPy computes such operations as if from copies of the operands)."""
+    if out is not None and isinstance(out, _ga().GPUArray) and _strided.clash(a, out):
+        return a.copy(stream)
+    return a
 
 
 class _Tables(dict[str, Any]):

@@ -143,6 +143,14 @@ def overlaps(a: Any, b: Any) -> bool:
     return lo_a < hi_b and lo_b < hi_a
 
 
+def clash(a: Any, out: Any) -> bool:
+    """Whether writing `out` elementwise could change an element of `a` before it
+    is read: their memory meets, and not element for element (same pointer,
+    strides and item size)."""
+    return overlaps(a, out) and not (a.ptr == out.ptr and a.strides == out.strides
+                                     and a.dtype.itemsize == out.dtype.itemsize)
+
+
 def _span(a: Any) -> tuple[int, int]:
     lo = hi = a.ptr
     for n, s in zip(a.shape, a.strides):
@@ -164,11 +172,8 @@ def binary(op: str, x: Any, y: Any, ymode: str, reverse: bool, res: np.dtype[Any
     axes, odd strides, out= overlapping an operand otherwise than exactly): the
     caller then takes the copying path."""
     ga = _ga()
-    if out is not None:
-        for o in ((x, y) if ymode != "s" else (x,)):
-            if overlaps(out, o) and not (o.ptr == out.ptr and o.strides == out.strides
-                                         and o.dtype.itemsize == out.dtype.itemsize):
-                return None
+    if out is not None and any(clash(o, out) for o in ((x, y) if ymode != "s" else (x,))):
+        return None
     zd = res if out is None else out.dtype
     arrays = [x] + ([y] if ymode == "a" else []) + ([] if out is None else [out])
     lay = collapse(x.shape, [a.strides for a in arrays], [a.dtype.itemsize for a in arrays])
