@@ -16,7 +16,9 @@
  * one C call.  Whenever anything is unusual (another context, an allocator, a
  * layout it does not copy, a size past 2^30, a scalar that needs NumPy's rules)
  * it answers None and gpuarray.py takes the general path, which also refreshes
- * the table.  So the table can be wrong only by being slow, never by computing
+ * the table.  An elementwise entry may also hold the kernel for 1-d strided views
+ * (x[::2] + y[::2], x[::-1] * 2.0: python/barecuda/_strided.py), which takes each
+ * array operand's element stride as an int after the pointers and the scalar.  So the table can be wrong only by being slow, never by computing
  * something the general path would not. */
 #include "barecuda/blockcache.h"
 #include "barecuda/error.h"
@@ -315,7 +317,8 @@ typedef struct {
     PyObject *xdt;  /* x's dtype */
     PyObject *key;  /* y's dtype (an array y), its type (a scalar y), or NULL */
     PyObject *res;  /* the result's dtype */
-    PyObject *hot;  /* the kernel's HotEntry */
+    PyObject *hot;  /* the kernel's HotEntry (contiguous operands), or NULL */
+    PyObject *shot; /* the 1-d strided kernel's HotEntry, or NULL */
     size_t itemsize; /* the result's */
 } op_entry;
 
@@ -340,6 +343,7 @@ optable_traverse(PyObject *self, visitproc visit, void *arg)
         Py_VISIT(t->entries[i].key);
         Py_VISIT(t->entries[i].res);
         Py_VISIT(t->entries[i].hot);
+        Py_VISIT(t->entries[i].shot);
     }
     return 0;
 }
@@ -351,6 +355,7 @@ entry_clear(op_entry *e)
     Py_CLEAR(e->key);
     Py_CLEAR(e->res);
     Py_CLEAR(e->hot);
+    Py_CLEAR(e->shot);
 }
 
 static int
@@ -417,22 +422,34 @@ optable_find(bc_OpTable *t, PyObject *xdt, PyObject *key)
 }
 
 PyDoc_STRVAR(optable_put_doc,
-"put($self, xdtype, key, res, hot)\n--\n\n"
+"put($self, xdtype, key, res, hot, strided=False)\n--\n\n"
 "Remember that x of `xdtype` with `key` (an elementwise table: the other operand's\n"
 "dtype when it is an array, its Python type when it is a scalar; None for the\n"
 "other kinds) gives a `res` result, computed by the kernel whose HotEntry is\n"
-"`hot`.  Elementwise results must have x's itemsize (they share x's strides).  A\n"
-"full table forgets its oldest entry.");
+"`hot`.  strided=True (elementwise tables): `hot` is the kernel for 1-d strided\n"
+"operands (z, x, y or scalar, then x's and y's element strides as ints, then n),\n"
+"kept beside the contiguous one.  A result of another itemsize than x's is laid\n"
+"out densely in x's order.  A full table forgets its oldest entry.");
 
 static PyObject *
 optable_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bc_OpTable *t = (bc_OpTable *)self;
     bc_State *st = bc_state_of(self);
-    if (nargs != 4)
-        return PyErr_Format(PyExc_TypeError, "put() takes 4 arguments (%zd given)", nargs);
+    if (nargs != 4 && nargs != 5)
+        return PyErr_Format(PyExc_TypeError, "put() takes 4 or 5 arguments (%zd given)", nargs);
     PyObject *xdt = args[0], *key = args[1], *res = args[2], *hot = args[3];
     int keyed = t->kind == OP_ELEMENTWISE;
+    int strided = 0;
+    if (nargs == 5) {
+        if (!PyBool_Check(args[4]))
+            return PyErr_Format(PyExc_TypeError, "put(): strided must be a bool, not %.100s",
+                                Py_TYPE(args[4])->tp_name);
+        strided = args[4] == Py_True;
+        if (strided && !keyed)
+            return PyErr_Format(PyExc_ValueError,
+                                "put(): only elementwise tables take strided kernels");
+    }
     if (!PyArray_DescrCheck(xdt) || !PyArray_DescrCheck(res))
         return PyErr_Format(PyExc_TypeError, "put(): xdtype and res must be numpy dtypes");
     if (keyed ? !(PyArray_DescrCheck(key) || PyType_Check(key)) : key != Py_None)
@@ -443,12 +460,12 @@ optable_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_Format(PyExc_TypeError, "put(): hot must be a HotEntry, not %.100s",
                             Py_TYPE(hot)->tp_name);
     size_t itemsize = (size_t)PyDataType_ELSIZE((PyArray_Descr *)res);
-    if (t->kind != OP_REDUCE && itemsize != (size_t)PyDataType_ELSIZE((PyArray_Descr *)xdt))
-        return PyErr_Format(PyExc_ValueError,
-                            "put(): an elementwise result must have x's itemsize");
+    if (itemsize == 0)
+        return PyErr_Format(PyExc_ValueError, "put(): res must have a nonzero itemsize");
     if (!keyed)
         key = NULL;
     op_entry *e = optable_find(t, xdt, key);
+    int found = e != NULL;
     if (e == NULL) {
         if (t->count < OP_SLOTS)
             e = &t->entries[t->count++];
@@ -457,11 +474,22 @@ optable_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             t->next = (t->next + 1) % OP_SLOTS;
         }
     }
+    if (!found || e->res != res)
+        entry_clear(e); /* a slot reused, or another result: nothing of it belongs */
+    PyObject *keep; /* the other kernel of these operands, kept */
+    if (strided) {
+        keep = e->hot;
+        e->hot = NULL;
+    } else {
+        keep = e->shot;
+        e->shot = NULL;
+    }
     entry_clear(e);
     e->xdt = Py_NewRef(xdt);
     e->key = Py_XNewRef(key);
     e->res = Py_NewRef(res);
-    e->hot = Py_NewRef(hot);
+    e->hot = strided ? keep : Py_NewRef(hot);
+    e->shot = strided ? Py_NewRef(hot) : keep;
     e->itemsize = itemsize;
     Py_RETURN_NONE;
 }
@@ -485,6 +513,8 @@ typedef struct {
     CUdeviceptr ptrs[3];                        /* result, x, y */
     int nptrs;
     PyObject *scalar;                           /* packed after the pointers, or NULL */
+    int32_t steps[2];                           /* x's and y's element strides (strided) */
+    int nsteps;                                 /* packed after the scalar: 0 (dense), 1, 2 */
     PyObject *stream;
     CUstream s;
 } op_call;
@@ -547,12 +577,14 @@ pack_scalar(char c, PyObject *v, char *dst)
 }
 
 /* Pack the arguments for f: 1 done, 0 when f's prepared layout is not pointers,
- * then the scalar if any, then an int32 count (or the scalar cannot be packed). */
+ * then the scalar if any, then `nsteps` int32 strides, then an int32 count (or
+ * the scalar cannot be packed). */
 static int
-op_pack(bc_Function *f, const CUdeviceptr *ptrs, int nptrs, PyObject *scalar, Py_ssize_t n,
-        uint64_t *buf, size_t bufsize)
+op_pack(bc_Function *f, const CUdeviceptr *ptrs, int nptrs, PyObject *scalar,
+        const int32_t *steps, int nsteps, Py_ssize_t n, uint64_t *buf, size_t bufsize)
 {
-    int want = nptrs + (scalar != NULL) + 1;
+    int nscalar = scalar != NULL;
+    int want = nptrs + nscalar + nsteps + 1;
     if (f->nprepared != want || f->prepared_bytes > bufsize)
         return 0;
     char *p = (char *)buf;
@@ -563,9 +595,13 @@ op_pack(bc_Function *f, const CUdeviceptr *ptrs, int nptrs, PyObject *scalar, Py
             if (spec->code != 'P')
                 return 0;
             memcpy(dst, &ptrs[i], sizeof(CUdeviceptr));
-        } else if (i < want - 1) {
+        } else if (i < nptrs + nscalar) {
             if (!pack_scalar(spec->code, scalar, dst))
                 return 0;
+        } else if (i < want - 1) {
+            if (spec->code != 'i')
+                return 0;
+            memcpy(dst, &steps[i - nptrs - nscalar], sizeof(int32_t));
         } else {
             if (spec->code != 'i')
                 return 0;
@@ -617,7 +653,8 @@ op_elementwise(bc_State *st, bc_OpTable *t, op_call *c, bc_Context *ctx)
     bc_HotEntry *h = (bc_HotEntry *)c->hot;
     bc_Function *f = hot_function(h->first);
     uint64_t buf[16];
-    if (f == NULL || !op_pack(f, c->ptrs, c->nptrs, c->scalar, c->n, buf, sizeof buf)) {
+    if (f == NULL || !op_pack(f, c->ptrs, c->nptrs, c->scalar, c->steps, c->nsteps, c->n, buf,
+                              sizeof buf)) {
         Py_XDECREF(f);
         Py_RETURN_NONE;
     }
@@ -659,8 +696,8 @@ op_reduce(bc_State *st, bc_OpTable *t, op_call *c, bc_Context *ctx)
     PyObject *out = NULL, *mem = NULL, *partials = NULL;
     if (f1 == NULL || (f2 == NULL && grid > 1 && !onepass) ||
         (ws == NULL && grid > 1 && onepass && c->stream == Py_None) ||
-        !op_pack(f1, p1, 4, NULL, c->n, buf1, sizeof buf1) ||
-        (f2 != NULL && !op_pack(f2, p2, 2, NULL, grid, buf2, sizeof buf2))) {
+        !op_pack(f1, p1, 4, NULL, NULL, 0, c->n, buf1, sizeof buf1) ||
+        (f2 != NULL && !op_pack(f2, p2, 2, NULL, NULL, 0, grid, buf2, sizeof buf2))) {
         out = Py_NewRef(Py_None);
         goto done;
     }
@@ -727,22 +764,93 @@ array_ptr(bc_ArrayBase *a)
     return (CUdeviceptr)p;
 }
 
-/* Whether the fast path applies to x (and y); fills c->n and the operand pointers. */
+/* Whether x can be an operand of the fast path at all; fills c->n and x's pointer. */
 static int
-op_applies(bc_ArrayBase *a, bc_ArrayBase *b, op_call *c)
+op_operand(bc_ArrayBase *a, op_call *c)
 {
     if (a->dtype == NULL || a->size == NULL || a->shape == NULL || a->strides == NULL ||
-        a->allocator != Py_None || (a->c != Py_True && a->f != Py_True))
-        return 0; /* an allocator, a strided view, or fields never set (__new__ alone) */
+        a->allocator != Py_None)
+        return 0; /* an allocator, or fields never set (__new__ alone) */
     c->n = PyLong_CheckExact(a->size) ? PyLong_AsSsize_t(a->size) : -1;
     if (c->n == -1 && PyErr_Occurred())
         PyErr_Clear();
-    if (c->n <= 0 || c->n > OP_MAX_N || (c->ptrs[1] = array_ptr(a)) == 0)
+    return c->n > 0 && c->n <= OP_MAX_N && (c->ptrs[1] = array_ptr(a)) != 0;
+}
+
+/* Whether the dense kernel applies: x contiguous, y (if any) of x's shape and strides. */
+static int
+op_dense(bc_ArrayBase *a, bc_ArrayBase *b, op_call *c)
+{
+    if (a->c != Py_True && a->f != Py_True)
         return 0;
     if (b != NULL)
         return b->shape != NULL && b->strides != NULL && same(a->shape, b->shape) &&
                same(a->strides, b->strides) && (c->ptrs[2] = array_ptr(b)) != 0;
     return 1;
+}
+
+/* The element stride of 1-d array a holding n elements, when every offset it
+ * reaches fits an int32: 1 and *step set, else 0 (no exception). */
+static int
+op_step(bc_ArrayBase *a, Py_ssize_t n, int32_t *step)
+{
+    if (!PyTuple_CheckExact(a->shape) || PyTuple_GET_SIZE(a->shape) != 1 ||
+        !PyTuple_CheckExact(a->strides) || PyTuple_GET_SIZE(a->strides) != 1 ||
+        !PyArray_DescrCheck(a->dtype))
+        return 0;
+    PyObject *o = PyTuple_GET_ITEM(a->strides, 0);
+    long long bytes = PyLong_CheckExact(o) ? PyLong_AsLongLong(o) : -1;
+    if (bytes == -1 && PyErr_Occurred())
+        return PyErr_Clear(), 0;
+    long long item = (long long)PyDataType_ELSIZE((PyArray_Descr *)a->dtype);
+    if (item <= 0 || bytes % item != 0)
+        return 0;
+    long long e = bytes / item;
+    if (e > INT32_MAX || e < -INT32_MAX || (e != 0 && (n - 1) > INT32_MAX / (e < 0 ? -e : e)))
+        return 0;
+    *step = (int32_t)e;
+    return 1;
+}
+
+/* Whether the 1-d strided kernel applies: x 1-d, y (if an array) 1-d of x's length;
+ * fills the element strides. */
+static int
+op_strided(bc_ArrayBase *a, bc_ArrayBase *b, op_call *c)
+{
+    c->nsteps = b != NULL ? 2 : 1;
+    if (!op_step(a, c->n, &c->steps[0]))
+        return 0;
+    if (b != NULL)
+        return b->shape != NULL && b->strides != NULL && b->dtype != NULL &&
+               same(a->shape, b->shape) && op_step(b, c->n, &c->steps[1]) &&
+               (c->ptrs[2] = array_ptr(b)) != 0;
+    return 1;
+}
+
+/* The byte strides (new tuple) of a dense array of `shape` with items of
+ * `itemsize`, C order or (fortran) F order; NULL with an exception on failure. */
+static PyObject *
+dense_strides(PyObject *shape, size_t itemsize, int fortran)
+{
+    if (!PyTuple_CheckExact(shape))
+        return PyErr_Format(PyExc_TypeError, "shape must be a tuple");
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    PyObject *out = PyTuple_New(nd);
+    if (out == NULL)
+        return NULL;
+    long long step = (long long)itemsize;
+    for (Py_ssize_t k = 0; k < nd; k++) {
+        Py_ssize_t d = fortran ? k : nd - 1 - k;
+        PyObject *v = PyLong_FromLongLong(step);
+        if (v == NULL)
+            return Py_DECREF(out), NULL;
+        PyTuple_SET_ITEM(out, d, v);
+        long long len = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+        if (len == -1 && PyErr_Occurred())
+            return Py_DECREF(out), NULL;
+        step *= len > 0 ? len : 1;
+    }
+    return out;
 }
 
 static PyObject *
@@ -765,13 +873,23 @@ optable_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObjec
     PyObject *key = b != NULL ? b->dtype : y != NULL ? (PyObject *)Py_TYPE(y) : NULL;
     op_entry *e = optable_find(t, a->dtype, key);
     op_call c = {.nptrs = b != NULL ? 3 : 2, .stream = args[want - 1]};
-    if (e == NULL || (y != NULL && key == NULL) || !op_applies(a, b, &c))
+    if (e == NULL || (y != NULL && key == NULL) || !op_operand(a, &c))
         Py_RETURN_NONE;
-    bc_Context *ctx = hot_context((bc_HotEntry *)e->hot);
+    PyObject *hot = NULL;
+    if (e->hot != NULL && op_dense(a, b, &c))
+        hot = e->hot;
+    else if (e->shot != NULL && op_strided(a, b, &c))
+        hot = e->shot;
+    else
+        Py_RETURN_NONE;
+    int strided = hot == e->shot;
+    if (!strided)
+        c.nsteps = 0;
+    bc_Context *ctx = hot_context((bc_HotEntry *)hot);
     if (ctx == NULL)
         Py_RETURN_NONE;
     c.res = Py_NewRef(e->res);
-    c.hot = Py_NewRef(e->hot);
+    c.hot = Py_NewRef(hot);
     c.itemsize = e->itemsize;
     if (t->kind == OP_REDUCE) { /* a 0-d result */
         c.shape = PyTuple_New(0);
@@ -782,13 +900,25 @@ optable_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObjec
     } else {
         c.shape = Py_NewRef(a->shape);
         c.size = Py_NewRef(a->size);
-        c.strides = Py_NewRef(a->strides);
-        c.c = Py_NewRef(a->c);
-        c.f = Py_NewRef(a->f);
+        if (strided) { /* a dense 1-d result */
+            c.strides = dense_strides(c.shape, c.itemsize, 0);
+            c.c = Py_NewRef(Py_True);
+            c.f = Py_NewRef(Py_True);
+        } else {
+            /* a result of x's itemsize shares x's strides, else is dense in x's order
+               (its contiguity flags are x's: for a given shape they depend on the
+               order alone) */
+            c.strides = c.itemsize == (size_t)PyDataType_ELSIZE((PyArray_Descr *)a->dtype)
+                            ? Py_NewRef(a->strides)
+                            : dense_strides(c.shape, c.itemsize, a->c != Py_True);
+            c.c = Py_NewRef(a->c);
+            c.f = Py_NewRef(a->f);
+        }
     }
     c.scalar = y != NULL && b == NULL ? Py_NewRef(y) : NULL;
     PyObject *out = NULL;
-    if (c.shape != NULL && c.size != NULL && /* else out of memory, the exception set */
+    if (c.shape != NULL && c.size != NULL && c.strides != NULL &&
+        /* else out of memory, the exception set */
         (c.stream == Py_None || bc_stream_convert(st, c.stream, &c.s) == 0))
         out = t->kind == OP_REDUCE ? op_reduce(st, t, &c, ctx) : op_elementwise(st, t, &c, ctx);
     Py_DECREF(ctx);

@@ -76,7 +76,7 @@ def test_optable_put_checks_its_arguments():
         t.put(f32, 1.0, f32, None)
     with pytest.raises(TypeError, match="hot must be a HotEntry, not NoneType"):
         t.put(f32, f32, f32, None)
-    with pytest.raises(TypeError, match="takes 4 arguments"):
+    with pytest.raises(TypeError, match="takes 4 or 5 arguments"):
         t.put(f32, f32, f32)
     u = _driver._OpTable(GPUArray, "unary", "neg")
     with pytest.raises(TypeError, match="key must be None for a unary table"):
@@ -293,5 +293,12 @@ def test_hot_entries_of_the_generators(ctx, rng):
     with pytest.raises(TypeError, match="first must be a Function"):
         _driver._HotEntry(drv.Context.get_current(), 1, None, 1, 256, 256)
     t = _driver._OpTable(GPUArray, "elementwise", "add")
-    with pytest.raises(ValueError, match="x's itemsize"):
-        t.put(np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.float64), h)
+    # a result of another itemsize is laid out densely in x's order (mixed dtypes)
+    t.put(np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.float64), h)
+    t.put(np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.float64), h, True)
+    assert len(t) == 1
+    with pytest.raises(TypeError, match="strided must be a bool"):
+        t.put(np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.float64), h, 1)
+    with pytest.raises(ValueError, match="only elementwise"):
+        _driver._OpTable(GPUArray, "unary", "neg").put(np.dtype(np.float32), None,
+                                                       np.dtype(np.float32), h, True)

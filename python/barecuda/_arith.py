@@ -15,6 +15,7 @@ import numpy as np
 from barecuda import _driver as _cdrv
 from barecuda.tools import dtype_to_ctype
 from barecuda._lazy import gpuarray_module as _ga
+from barecuda import _strided
 
 if TYPE_CHECKING:
     from barecuda._driver import Stream
@@ -150,15 +151,28 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         res = _result_dtype(op, x.dtype, y.dtype)
         cd = _compute_dtype(op, x.dtype, y.dtype, res)
         k = _binary_kernel(op, x.dtype, y.dtype, False, False, res, cd)
-        same = x.strides == y.strides and (x._c or x._f)
-        if not same:
-            x = x._contiguous(stream)
-            y = y._contiguous(stream)
+        x, y = _unclash(x, out, stream), _unclash(y, out, stream)
+        if x.strides == y.strides and (x._c or x._f) and _dense_out(out, x, res):
+            if out is None:
+                z = ga._empty_as(x, res, stream)
+                if x.size:
+                    k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
+                    _remember(_ELEMENTWISE[False][op], x.dtype, y.dtype, res, k)
+                return z
+            return _to_out(k, [x.ptr, y.ptr], x, res, out, op, stream)
+        if out is not None:
+            _check_out(out, x, res, op)
+        r = _strided.binary(op, x, y, "a", False, res, cd, out, stream)
+        if r is not None:
+            if r[1] is not None:
+                _remember(_ELEMENTWISE[False][op], x.dtype, y.dtype, res, r[1], True)
+            return r[0]  # type: ignore[no-any-return]
+        x = x._contiguous(stream)
+        y = y._contiguous(stream)
         if out is None:
             z = ga._empty_as(x, res, stream)
             if x.size:
                 k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
-                _remember(_ELEMENTWISE[False][op], x.dtype, y.dtype, res, k)
             return z
         return _to_out(k, [x.ptr, y.ptr], x, res, out, op, stream)
     if not isinstance(y, _PY_SCALARS):
@@ -180,13 +194,22 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
     s = ga._scalar_flat(k, 2, y)
     if op == "power" and not reverse and cd.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
-    if not (x._c or x._f):
+    x = _unclash(x, out, stream)
+    weak = ty in _WEAK_SCALARS and op != "power" and not (ty is int and op in _COMPARE)
+    if not (x._c or x._f) or not _dense_out(out, x, res):
+        if out is not None:
+            _check_out(out, x, res, op)
+        r = _strided.binary(op, x, y, "s", reverse, res, cd, out, stream)
+        if r is not None:
+            if weak and r[1] is not None:
+                _remember(_ELEMENTWISE[reverse][op], x.dtype, ty, res, r[1], True)
+            return r[0]  # type: ignore[no-any-return]
         x = x._contiguous(stream)
     if out is None:
         z = ga._empty_as(x, res, stream)
         if x.size:
             k.launch_flat(x.size, [z.ptr, x.ptr] + s, stream)
-            if ty in _WEAK_SCALARS and op != "power" and not (ty is int and op in _COMPARE):
+            if weak:
                 # the kernel depends on the scalar's type only (NumPy 2's weak scalars)
                 _remember(_ELEMENTWISE[reverse][op], x.dtype, ty, res, k)
         return z
@@ -202,7 +225,15 @@ def _binary_0d(op: str, x: GPUArray, y: GPUArray, out: GPUArray | None,
     res = _result_dtype(op, x.dtype, y.dtype)
     cd = _compute_dtype(op, x.dtype, y.dtype, res)
     k = _binary_kernel(op, x.dtype, y.dtype, mode, False, res, cd)
-    if not (big._c or big._f):
+    x, y = _unclash(x, out, stream), _unclash(y, out, stream)
+    big = x if mode == "y0" else y
+    if not (big._c or big._f) or not _dense_out(out, big, res):
+        if out is not None:
+            _check_out(out, big, res, op)
+        small = y if mode == "y0" else x
+        r = _strided.binary(op, big, small, "0", mode == "x0", res, cd, out, stream)
+        if r is not None:
+            return r[0]  # type: ignore[no-any-return]
         big = big._contiguous(stream)
         if mode == "y0":
             x = big
@@ -216,12 +247,28 @@ def _binary_0d(op: str, x: GPUArray, y: GPUArray, out: GPUArray | None,
     return _to_out(k, [x.ptr, y.ptr], big, res, out, op, stream)
 
 
-def _remember(table: Any, xdt: np.dtype[Any], key: Any, res: np.dtype[Any], k: Any) -> None:
+def _remember(table: Any, xdt: np.dtype[Any], key: Any, res: np.dtype[Any], k: Any,
+              strided: bool = False) -> None:
     """Let the C `table` launch kernel k for these operands from now on (it checks
-    that k's context is still current); results of another itemsize than x's
-    cannot share x's strides, so those stay on the Python path."""
-    if res.itemsize == xdt.itemsize and k._hot is not None:
-        table.put(xdt, key, res, k._hot)
+    that k's context is still current).  strided: k is the 1-d strided kernel of
+    _strided (z dense, 32-bit element strides), which the table runs on 1-d views."""
+    if k._hot is not None:
+        table.put(xdt, key, res, k._hot, strided)
+
+
+def _dense_out(out: GPUArray | None, x: GPUArray, res: np.dtype[Any]) -> bool:
+    """Whether a flat-index kernel over contiguous x can write `out` (None: a new
+    array) directly: out has res's dtype and x's strides."""
+    return out is None or (isinstance(out, _ga().GPUArray) and out.dtype == res
+                           and out.strides == x.strides and (out._c or out._f))
+
+
+def _unclash(a: Any, out: GPUArray | None, stream: Stream | None) -> Any:
+    """a, or a copy of it when it shares memory with `out` other than element for
+    element (NumPy computes such operations as if from copies of the operands)."""
+    if out is not None and isinstance(out, _ga().GPUArray) and _strided.clash(a, out):
+        return a.copy(stream)
+    return a
 
 
 class _Tables(dict[str, Any]):
@@ -246,13 +293,7 @@ def _to_out(k: Any, flat: list[Any], x: GPUArray, res: np.dtype[Any], out: GPUAr
             stream: Stream | None) -> GPUArray:
     """Run kernel k writing into `out` (in-place forms and out= arguments)."""
     ga = _ga()
-    if not isinstance(out, ga.GPUArray):
-        raise TypeError(f"out must be a GPUArray, not {type(out).__name__}")
-    if out.shape != x.shape:
-        raise ValueError(f"out has shape {out.shape}, the result {x.shape}")
-    if res != out.dtype and not np.can_cast(res, out.dtype, "same_kind"):
-        raise TypeError(f"Cannot cast {op} output from dtype('{res}') to dtype('{out.dtype}') "
-                        "with casting rule 'same_kind'")
+    _check_out(out, x, res, op)
     if x.size == 0:
         return out  # type: ignore[no-any-return]
     if res == out.dtype and out.strides == x.strides and (out._c or out._f):
@@ -262,6 +303,17 @@ def _to_out(k: Any, flat: list[Any], x: GPUArray, res: np.dtype[Any], out: GPUAr
     k.launch_flat(x.size, [tmp.ptr] + flat, stream)
     ga._assign(out, tmp, stream)
     return out  # type: ignore[no-any-return]
+
+
+def _check_out(out: Any, x: GPUArray, res: np.dtype[Any], op: str) -> None:
+    """TypeError/ValueError unless `out` can take op's result (x's shape, dtype res)."""
+    if not isinstance(out, _ga().GPUArray):
+        raise TypeError(f"out must be a GPUArray, not {type(out).__name__}")
+    if out.shape != x.shape:
+        raise ValueError(f"out has shape {out.shape}, the result {x.shape}")
+    if res != out.dtype and not np.can_cast(res, out.dtype, "same_kind"):
+        raise TypeError(f"Cannot cast {op} output from dtype('{res}') to dtype('{out.dtype}') "
+                        "with casting rule 'same_kind'")
 
 
 def _unary_expr(op: str, dt: np.dtype[Any]) -> str:
