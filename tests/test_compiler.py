@@ -760,9 +760,9 @@ def _run_saxpy(mod, rng, name="saxpy"):
 @pytest.mark.parametrize("code", [222, 209, 218])   # UNSUPPORTED_PTX_VERSION, NO_BINARY_FOR_GPU, INVALID_PTX
 def test_refused_images_say_when_nvrtc_is_newer_than_the_driver(ctx, code):
     from barecuda import _driver
+    major, minor = drv.nvrtc_version()    # the hint speaks of the NVRTC loaded: load it first
     with pytest.raises(drv.Error) as info:
         _driver._raise_error(code, "cuModuleLoadDataEx")
-    major, minor = drv.nvrtc_version()
     hinted = f"NVRTC {major}.{minor} is newer than this driver" in str(info.value)
     assert hinted == (nvrtc_newer_than_driver() is not None), str(info.value)
     assert info.value.code == code and info.value.routine == "cuModuleLoadDataEx"
