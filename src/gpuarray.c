@@ -777,7 +777,9 @@ op_operand(bc_ArrayBase *a, op_call *c)
     return c->n > 0 && c->n <= OP_MAX_N && (c->ptrs[1] = array_ptr(a)) != 0;
 }
 
-/* Whether the dense kernel applies: x contiguous, y (if any) of x's shape and strides. */
+/* Whether the dense kernel applies: x contiguous, y (if any) of x's shape and
+ * contiguous in the same order (their itemsizes may differ: one flat index walks
+ * both). */
 static int
 op_dense(bc_ArrayBase *a, bc_ArrayBase *b, op_call *c)
 {
@@ -785,7 +787,8 @@ op_dense(bc_ArrayBase *a, bc_ArrayBase *b, op_call *c)
         return 0;
     if (b != NULL)
         return b->shape != NULL && b->strides != NULL && same(a->shape, b->shape) &&
-               same(a->strides, b->strides) && (c->ptrs[2] = array_ptr(b)) != 0;
+               ((a->c == Py_True && b->c == Py_True) || (a->f == Py_True && b->f == Py_True)) &&
+               (c->ptrs[2] = array_ptr(b)) != 0;
     return 1;
 }
 

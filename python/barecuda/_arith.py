@@ -152,7 +152,8 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         cd = _compute_dtype(op, x.dtype, y.dtype, res)
         k = _binary_kernel(op, x.dtype, y.dtype, False, False, res, cd)
         x, y = _unclash(x, out, stream), _unclash(y, out, stream)
-        if x.strides == y.strides and (x._c or x._f) and _dense_out(out, x, res):
+        # both dense in one order (itemsizes may differ): one flat index walks x, y and z
+        if ((x._c and y._c) or (x._f and y._f)) and _dense_out(out, x, res):
             if out is None:
                 z = ga._empty_as(x, res, stream)
                 if x.size:
@@ -189,6 +190,8 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         else:
             return NotImplemented  # type: ignore[no-any-return]
     res = _result_dtype(op, x.dtype, y)
+    if op == "power" and not reverse and y == 2 and ty is int and x.dtype == np.bool_:
+        res = np.dtype(np.int8)   # NumPy's x ** 2 is np.square(x), whose bool loop gives int8
     cd = _compute_dtype(op, x.dtype, y, res)
     k = _binary_kernel(op, x.dtype, None, True, reverse, res, cd)
     s = ga._scalar_flat(k, 2, y)
