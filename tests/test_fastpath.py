@@ -215,11 +215,16 @@ def test_layouts_the_table_does_not_copy_use_the_general_path(ctx, rng):
     z = af + bf                              # both F: the table copies their strides
     assert z.flags.f_contiguous and z.strides == af.strides
     np.testing.assert_allclose(z.get(), x + y)
-    # mixed itemsizes never enter the table
+    # mixed itemsizes in one order enter the table: one flat index walks both, and
+    # the result is dense in that order (C here, F for F operands, as NumPy's)
     d = gpuarray.to_gpu(y.astype(np.float64))
     (a + d), (a + d)
-    assert add(a, d, None) is None
-    np.testing.assert_allclose((a + d).get(), x + y.astype(np.float64))
+    z = add(a, d, None)
+    assert z is not None and z.dtype == np.float64 and z.flags.c_contiguous
+    np.testing.assert_allclose(z.get(), x + y.astype(np.float64))
+    df = gpuarray.to_gpu(np.asfortranarray(y.astype(np.float64)))
+    assert add(a, df, None) is None          # C against F: the general path
+    np.testing.assert_allclose((a + df).get(), x + y.astype(np.float64))
 
 
 @gpu
