@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import threading
 
+from barecuda._diskcache import _replace
+
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inc", ".inl", ".cuinc")
 _INDEX_NAME = "headers-1.idx"
 _INDEX_MAGIC = "barecuda-header-index-1\n"
@@ -121,18 +123,13 @@ def save_index(directory: str) -> None:
         lines = [f"{s[0]} {s[1]} {s[2]} {d.hex()} {p}" for p, (s, d) in memo.items()
                  if "\n" not in p]
         _dirty = False
-    path = os.path.join(directory, _INDEX_NAME)
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        os.makedirs(directory, exist_ok=True)
+    text = _INDEX_MAGIC + "\n".join(lines) + "\n"
+
+    def write(tmp):
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(_INDEX_MAGIC + "\n".join(lines) + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+            f.write(text)
+
+    _replace(directory, os.path.join(directory, _INDEX_NAME), write)
 
 
 def clear() -> None:
