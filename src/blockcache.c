@@ -9,7 +9,19 @@
  * by cuMemAllocAsync would be, and that stream never goes away.  The cache
  * lives in the Context (fixed slots, sizes up to BLOCK_MAX rounded to
  * BLOCK_ALIGN), is emptied into the pool when the context is detached or
- * collected, and on an out-of-memory error before the allocation is retried. */
+ * collected, and on an out-of-memory error before the allocation is retried.
+ *
+ * Allocations the cache does not serve come from the Context's own stream-ordered
+ * pool (cuMemPoolCreate, made at the first such allocation) whose release
+ * threshold is UINT64_MAX: the device's default pool has threshold 0 and hands
+ * its memory back to the system at every synchronize, so each large temporary
+ * would be mapped again.  Keeping our own pool leaves the default pool's settings
+ * (other libraries') untouched.  Where pools cannot be made, the default pool is
+ * used as before.  On out-of-memory the cache is emptied and the pool trimmed
+ * (then the context synchronized and the pool trimmed again) before giving up;
+ * mem_alloc() does the same, so memory the array layer keeps never makes another
+ * allocation fail.  The pool is destroyed with the context's caches; allocations
+ * still alive then keep it until they are freed (cuMemPoolDestroy allows that). */
 #include "barecuda/blockcache.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
@@ -17,6 +29,9 @@
 #include "barecuda/trace.h"
 #include "barecuda/memory.h"
 #include "barecuda/stream.h"
+
+#include <stdint.h>
+#include <string.h>
 
 #define BLOCK_ALIGN ((size_t)512)
 #define BLOCK_MAX ((size_t)1 << 20)
@@ -70,6 +85,95 @@ bc_block_flush(bc_Context *ctx, int release)
     bc_context_leave(entered);
 }
 
+/* Make ctx's pool (GIL held); on failure remember it and use the default pool. */
+static void
+pool_create(bc_Context *ctx)
+{
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = (int)ctx->device;
+    CUmemoryPool pool = NULL;
+    if (bc_drv.cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS || pool == NULL) {
+        ctx->array_pool_failed = 1;
+        return;
+    }
+    cuuint64_t keep = UINT64_MAX;
+    if (bc_drv.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) != CUDA_SUCCESS) {
+        bc_drv.cuMemPoolDestroy(pool);
+        ctx->array_pool_failed = 1;
+        return;
+    }
+    ctx->array_pool = pool;
+}
+
+/* One stream-ordered allocation of n bytes on s for ctx (current), from its pool
+ * when it has one; *routine names the call for the error message. */
+static CUresult
+pool_alloc(bc_Context *ctx, CUdeviceptr *ptr, size_t n, CUstream s, const char **routine)
+{
+    if (ctx->array_pool == NULL && !ctx->array_pool_failed && !ctx->released)
+        pool_create(ctx);
+    if (ctx->array_pool != NULL) {
+        *routine = "cuMemAllocFromPoolAsync";
+        return bc_drv.cuMemAllocFromPoolAsync(ptr, n, ctx->array_pool, s);
+    }
+    *routine = "cuMemAllocAsync";
+    return bc_drv.cuMemAllocAsync(ptr, n, s);
+}
+
+int
+bc_array_pool_reclaim(bc_Context *ctx, int step)
+{
+    if (ctx->released || !bc_drv_ready || bc_forked_child)
+        return 0;
+    if (step == 0) {
+        if (ctx->nblocks == 0 && ctx->array_pool == NULL)
+            return 0;
+        bc_block_flush(ctx, 1);
+    } else {
+        int entered = bc_context_enter(ctx);
+        if (entered < 0)
+            return 0;
+        CUresult rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bc_drv.cuCtxSynchronize();
+        Py_END_ALLOW_THREADS
+        bc_context_leave(entered);
+        if (rc != CUDA_SUCCESS || ctx->released) /* a sticky error, or detached meanwhile */
+            return 0;
+    }
+    if (ctx->array_pool != NULL)
+        bc_drv.cuMemPoolTrimTo(ctx->array_pool, 0);
+    return 1;
+}
+
+void
+bc_array_pool_destroy(bc_Context *ctx)
+{
+    CUmemoryPool pool = ctx->array_pool;
+    ctx->array_pool = NULL;
+    if (pool == NULL || ctx->released || !bc_drv_ready || bc_forked_child)
+        return; /* nothing to do, or the driver state is gone: leave it be */
+    int entered = bc_context_enter(ctx);
+    if (entered < 0)
+        return;
+    /* Allocations still out keep the pool until they are freed (driver docs);
+     * in a destructor's path: no error to raise. */
+    bc_drv.cuMemPoolDestroy(pool);
+    bc_context_leave(entered);
+}
+
+PyObject *
+bc_array_pool_get(bc_State *st, bc_Context *ctx)
+{
+    if (ctx->array_pool == NULL || ctx->released)
+        Py_RETURN_NONE;
+    return bc_mempool_wrap(st, ctx->array_pool, ctx->device, (PyObject *)ctx);
+}
+
 PyObject *
 bc_array_alloc_in(bc_State *st, bc_Context *ctx, size_t n, PyObject *stream, CUstream s)
 {
@@ -77,13 +181,15 @@ bc_array_alloc_in(bc_State *st, bc_Context *ctx, size_t n, PyObject *stream, CUs
     CUdeviceptr ptr = size ? block_take(ctx, size) : 0;
     if (ptr == 0) {
         bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_host(st, BC_TRACE_ALLOC, "GPUArray", n));
-        CUresult rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
-        if (rc == CUDA_ERROR_OUT_OF_MEMORY && ctx->nblocks > 0) {
-            bc_block_flush(ctx, 1);
-            rc = bc_drv.cuMemAllocAsync(&ptr, size ? size : n, s);
+        const char *routine;
+        CUresult rc = pool_alloc(ctx, &ptr, size ? size : n, s, &routine);
+        for (int step = 0; rc == CUDA_ERROR_OUT_OF_MEMORY && step < 2; step++) {
+            if (!bc_array_pool_reclaim(ctx, step))
+                break;
+            rc = pool_alloc(ctx, &ptr, size ? size : n, s, &routine);
         }
         BC_TRACE_END(st, tt, rc);
-        if (bc_check(st, rc, "cuMemAllocAsync") < 0)
+        if (bc_check(st, rc, routine) < 0)
             return NULL;
     }
     PyObject *out = bc_allocation_new(st, ctx, ptr, n, BC_ALLOC_ASYNC, stream, s);
@@ -98,11 +204,11 @@ bc_array_alloc_in(bc_State *st, bc_Context *ctx, size_t n, PyObject *stream, CUs
 
 PyDoc_STRVAR(array_alloc_doc,
 "_array_alloc(nbytes, stream=None)\n--\n\n"
-"Device memory for a GPUArray: a DeviceAllocation from the current device's\n"
-"stream-ordered pool (cuMemAllocAsync) on `stream`.  On the legacy default\n"
-"stream (None), allocations up to 1 MiB come from and return to the current\n"
-"context's block cache.  MemoryError when the device is out of memory even after\n"
-"the cache was emptied.");
+"Device memory for a GPUArray: a DeviceAllocation from the current context's\n"
+"own stream-ordered pool (Context.array_pool; cuMemAllocFromPoolAsync) on\n"
+"`stream`.  On the legacy default stream (None), allocations up to 1 MiB come\n"
+"from and return to the current context's block cache.  MemoryError when the\n"
+"device is out of memory even after the cache was emptied and the pool trimmed.");
 
 static PyObject *
 bc_array_alloc(PyObject *m, PyObject *const *args, Py_ssize_t nargs)

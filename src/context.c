@@ -80,13 +80,16 @@ registry_add(bc_State *st, bc_Context *ctx)
     return rc;
 }
 
-/* Empty the kernel and block caches.  `release` frees the cached blocks (the
- * context stays valid: a primary context somebody else may still retain);
- * otherwise they go with the context. */
+/* Empty the kernel and block caches and destroy the array pool.  `release` frees
+ * the cached blocks (the context stays valid: a primary context somebody else may
+ * still retain); otherwise they go with the context, except when they came from
+ * the array pool, a device-wide object: then they are freed into it before it is
+ * destroyed, so none keeps it alive. */
 static void
 context_drop_caches(bc_Context *self, int release)
 {
-    bc_block_flush(self, release);
+    bc_block_flush(self, release || self->array_pool != NULL);
+    bc_array_pool_destroy(self);
     Py_CLEAR(self->kernels);
 }
 
@@ -102,6 +105,8 @@ context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
     self->released = 0;
     self->kernels = NULL;
     self->nblocks = 0;
+    self->array_pool = NULL;
+    self->array_pool_failed = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     Py_CLEAR(st->context_memo); /* the registry's answer changes: newest wrapper first */
@@ -759,6 +764,12 @@ context_get_kernels(bc_Context *self, void *Py_UNUSED(closure))
     return Py_NewRef(self->kernels);
 }
 
+static PyObject *
+context_get_array_pool(bc_Context *self, void *Py_UNUSED(closure))
+{
+    return bc_array_pool_get(bc_state_of((PyObject *)self), self);
+}
+
 static PyMethodDef context_methods[] = {
     {"push", (PyCFunction)context_push, METH_NOARGS, push_doc},
     {"pop", (PyCFunction)context_pop, METH_NOARGS | METH_CLASS, pop_doc},
@@ -796,6 +807,14 @@ static PyGetSetDef context_getset[] = {
      "A dict the array layer keeps its compiled kernels in: owned by this context\n"
      "and emptied when it is detached, so kernels never outlive it.  LogicError\n"
      "once detached.", NULL},
+    {"array_pool", (getter)context_get_array_pool, NULL,
+     "The MemPool GPUArray memory comes from: this context's own stream-ordered\n"
+     "pool, which keeps freed memory for reuse (release threshold UINT64_MAX)\n"
+     "instead of handing it back at every synchronize.  trim_to(0) gives unused\n"
+     "memory back; used_mem_current/reserved_mem_current tell what it holds.  None\n"
+     "before the first GPUArray allocation the block cache does not serve, where\n"
+     "the device has no memory pools (the default pool is used then), and once the\n"
+     "context is detached.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

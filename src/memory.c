@@ -313,7 +313,9 @@ bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
 PyDoc_STRVAR(mem_alloc_doc,
 "mem_alloc(nbytes)\n--\n\n"
 "Allocate `nbytes` of device memory in the current context (cuMemAlloc) and\n"
-"return a DeviceAllocation.  MemoryError when the device is out of memory.");
+"return a DeviceAllocation.  On out-of-memory the memory GPUArrays keep cached\n"
+"(block cache, Context.array_pool) is given back and the allocation retried;\n"
+"MemoryError when the device is still out of memory.");
 
 static PyObject *
 bc_mem_alloc(PyObject *m, PyObject *arg)
@@ -335,6 +337,14 @@ bc_mem_alloc(PyObject *m, PyObject *arg)
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemAlloc(&ptr, n);
     Py_END_ALLOW_THREADS
+    /* memory the array layer keeps (block cache, Context.array_pool) goes back first */
+    for (int step = 0; rc == CUDA_ERROR_OUT_OF_MEMORY && step < 2; step++) {
+        if (!bc_array_pool_reclaim(ctx, step))
+            break;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bc_drv.cuMemAlloc(&ptr, n);
+        Py_END_ALLOW_THREADS
+    }
     BC_TRACE_END(st, tt, rc);
     PyObject *out = NULL;
     if (bc_check(st, rc, "cuMemAlloc") == 0) {
@@ -593,10 +603,25 @@ static PyType_Spec allocation_spec = {
 
 typedef struct {
     PyObject_HEAD
-    CUmemoryPool handle;
+    CUmemoryPool handle; /* never destroyed by this object */
     CUdevice device;
+    PyObject *owner;     /* the Context whose pool this is (Context.array_pool), or NULL */
     PyObject *weakreflist;
 } bc_MemPool;
+
+PyObject *
+bc_mempool_wrap(bc_State *st, CUmemoryPool pool, CUdevice dev, PyObject *owner)
+{
+    bc_MemPool *self = PyObject_GC_New(bc_MemPool, (PyTypeObject *)st->MemPoolType);
+    if (self == NULL)
+        return NULL;
+    self->handle = pool;
+    self->device = dev;
+    self->owner = Py_XNewRef(owner);
+    self->weakreflist = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
 
 static PyObject *
 mempool_for(bc_State *st, CUdevice dev)
@@ -604,13 +629,17 @@ mempool_for(bc_State *st, CUdevice dev)
     CUmemoryPool pool;
     if (bc_check(st, bc_drv.cuDeviceGetDefaultMemPool(&pool, dev), "cuDeviceGetDefaultMemPool") < 0)
         return NULL;
-    bc_MemPool *self = PyObject_New(bc_MemPool, (PyTypeObject *)st->MemPoolType);
-    if (self == NULL)
-        return NULL;
-    self->handle = pool;
-    self->device = dev;
-    self->weakreflist = NULL;
-    return (PyObject *)self;
+    return bc_mempool_wrap(st, pool, dev, NULL);
+}
+
+/* A context's own pool is destroyed when the context is detached: its wrappers
+ * then refuse to touch the stale handle. */
+static int
+mempool_check(bc_State *st, bc_MemPool *self)
+{
+    if (self->owner != NULL && ((bc_Context *)self->owner)->released)
+        return bc_error_logic(st, "this MemPool belonged to a context that was detached");
+    return 0;
 }
 
 PyDoc_STRVAR(mempool_default_doc,
@@ -632,12 +661,29 @@ mempool_default(PyObject *type, PyObject *args, PyObject *kwargs)
     return mempool_for(st, dev);
 }
 
+static int
+mempool_traverse(bc_MemPool *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->owner);
+    return 0;
+}
+
+static int
+mempool_clear(bc_MemPool *self)
+{
+    Py_CLEAR(self->owner);
+    return 0;
+}
+
 static void
 mempool_dealloc(bc_MemPool *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
+    Py_CLEAR(self->owner);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -647,6 +693,8 @@ mempool_attr(bc_MemPool *self, void *closure)
 {
     bc_State *st = bc_state_of((PyObject *)self);
     cuuint64_t v = 0;
+    if (mempool_check(st, self) < 0)
+        return NULL;
     if (bc_check(st, bc_drv.cuMemPoolGetAttribute(self->handle, (CUmemPool_attribute)(intptr_t)closure, &v),
                  "cuMemPoolGetAttribute") < 0)
         return NULL;
@@ -662,7 +710,7 @@ mempool_set_threshold(bc_MemPool *self, PyObject *value, void *Py_UNUSED(closure
         return -1;
     }
     size_t n;
-    if (bc_arg_size(value, "MemPool.release_threshold", &n) < 0)
+    if (bc_arg_size(value, "MemPool.release_threshold", &n) < 0 || mempool_check(st, self) < 0)
         return -1;
     cuuint64_t v = (cuuint64_t)n;
     return bc_check(st, bc_drv.cuMemPoolSetAttribute(self->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v),
@@ -679,7 +727,7 @@ mempool_trim_to(bc_MemPool *self, PyObject *arg)
 {
     bc_State *st = bc_state_of((PyObject *)self);
     size_t n;
-    if (bc_arg_size(arg, "trim_to(): min_bytes_to_keep", &n) < 0)
+    if (bc_arg_size(arg, "trim_to(): min_bytes_to_keep", &n) < 0 || mempool_check(st, self) < 0)
         return NULL;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
@@ -726,6 +774,12 @@ static PyGetSetDef mempool_getset[] = {
                  "Bytes of device memory the pool holds now."),
     BC_POOL_ATTR("reserved_high", CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
                  "High-water mark of `reserved`."),
+    BC_POOL_ATTR("used_mem_current", CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "Same as `used`."),
+    BC_POOL_ATTR("used_mem_high", CU_MEMPOOL_ATTR_USED_MEM_HIGH, "Same as `used_high`."),
+    BC_POOL_ATTR("reserved_mem_current", CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                 "Same as `reserved`."),
+    BC_POOL_ATTR("reserved_mem_high", CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+                 "Same as `reserved_high`."),
     {"release_threshold", (getter)mempool_attr, (setter)mempool_set_threshold,
      "Bytes the pool keeps reserved at a synchronize instead of releasing them.",
      (void *)(intptr_t)CU_MEMPOOL_ATTR_RELEASE_THRESHOLD},
@@ -741,10 +795,13 @@ static PyMemberDef mempool_members[] = {
 
 PyDoc_STRVAR(mempool_doc,
 "A device's memory pool for stream-ordered allocation; get one with\n"
-"MemPool.default(device).");
+"MemPool.default(device), or Context.array_pool for the pool GPUArray memory\n"
+"comes from.  A MemPool never destroys the pool it names.");
 
 static PyType_Slot mempool_slots[] = {
     {Py_tp_dealloc, mempool_dealloc},
+    {Py_tp_traverse, mempool_traverse},
+    {Py_tp_clear, mempool_clear},
     {Py_tp_repr, mempool_repr},
     {Py_tp_methods, mempool_methods},
     {Py_tp_getset, mempool_getset},
@@ -756,7 +813,8 @@ static PyType_Slot mempool_slots[] = {
 static PyType_Spec mempool_spec = {
     .name = "barecuda.driver.MemPool",
     .basicsize = sizeof(bc_MemPool),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+             Py_TPFLAGS_HAVE_GC,
     .slots = mempool_slots,
 };
 

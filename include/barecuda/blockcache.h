@@ -25,4 +25,17 @@ void bc_block_flush(bc_Context *ctx, int release);
 PyObject *bc_array_alloc_in(bc_State *st, bc_Context *ctx, size_t n, PyObject *stream,
                             CUstream s);
 
+/* Give back memory the array layer keeps, before an allocation that ran out of
+ * memory in ctx (current, GIL held) is retried: step 0 empties the block cache and
+ * trims ctx's pool, step 1 synchronizes the context (GIL released) and trims
+ * again.  1 when the step was taken and a retry may succeed, 0 otherwise. */
+int bc_array_pool_reclaim(bc_Context *ctx, int step);
+
+/* Destroy ctx's pool (after bc_block_flush; the context still valid), or just
+ * forget it when the context cannot be entered.  Never raises. */
+void bc_array_pool_destroy(bc_Context *ctx);
+
+/* Context.array_pool: a MemPool wrapping (not owning) ctx's pool, or None. */
+PyObject *bc_array_pool_get(bc_State *st, bc_Context *ctx);
+
 #endif

@@ -34,6 +34,8 @@ typedef struct {
     PyObject *kernels;     /* dict of compiled kernels of the array layer, or NULL */
     int nblocks;           /* blocks[0:nblocks] are cached free blocks */
     bc_CachedBlock blocks[BC_BLOCK_SLOTS];
+    CUmemoryPool array_pool; /* the array layer's own pool (src/blockcache.c), or NULL */
+    int array_pool_failed;   /* 1 once creating it failed: use the device's current pool */
     PyObject *weakreflist;
 } bc_Context;
 

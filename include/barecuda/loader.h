@@ -54,6 +54,7 @@ CUresult CUDAAPI cuProfilerStop(void);
     X(cuMemAlloc) X(cuMemFree) X(cuMemAllocPitch) X(cuMemGetInfo)               \
     X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)             \
     X(cuMemPoolTrimTo) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)        \
+    X(cuMemPoolCreate) X(cuMemPoolDestroy)                                      \
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer)             \
     X(cuMemHostGetFlags) X(cuMemHostRegister) X(cuMemHostUnregister)            \
     X(cuMemAllocManaged) X(cuMemPrefetchAsync) X(cuMemAdvise)                   \

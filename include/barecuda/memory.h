@@ -72,6 +72,11 @@ int bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *si
 PyObject *bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size_t size,
                             int kind, PyObject *stream, CUstream stream_handle);
 
+/* A MemPool object naming `pool` of device dev, never destroying it; `owner` (a
+ * Context, or NULL) is kept alive, and once it is detached the MemPool raises
+ * LogicError instead of using the handle. */
+PyObject *bc_mempool_wrap(bc_State *st, CUmemoryPool pool, CUdevice dev, PyObject *owner);
+
 /* The Context of the memory behind obj when it is one of our allocation types
  * (borrowed), else NULL without an exception. */
 bc_Context *bc_pointer_context(bc_State *st, PyObject *obj);
