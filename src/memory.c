@@ -709,8 +709,22 @@ mempool_set_threshold(bc_MemPool *self, PyObject *value, void *Py_UNUSED(closure
         PyErr_SetString(PyExc_AttributeError, "release_threshold cannot be deleted");
         return -1;
     }
-    size_t n;
-    if (bc_arg_size(value, "MemPool.release_threshold", &n) < 0 || mempool_check(st, self) < 0)
+    /* any 64-bit unsigned value: UINT64_MAX (2**64 - 1) is the driver's "keep everything" */
+    if (!PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "MemPool.release_threshold must be an int, not %.100s",
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    unsigned long long n = PyLong_AsUnsignedLongLong(value);
+    if (n == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError,
+                         "MemPool.release_threshold must be 0 to 2**64 - 1, not %R", value);
+        }
+        return -1;
+    }
+    if (mempool_check(st, self) < 0)
         return -1;
     cuuint64_t v = (cuuint64_t)n;
     return bc_check(st, bc_drv.cuMemPoolSetAttribute(self->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v),

@@ -274,8 +274,14 @@ def test_mem_alloc_async_free_on_another_stream_and_pool_settings(ctx, rng):
         s2.synchronize()
         pool.trim_to(0)
         assert pool.reserved >= pool.used
-        with pytest.raises(ValueError, match="must not be negative"):
+        with pytest.raises(ValueError, match=r"must be 0 to 2\*\*64 - 1, not -1"):
             pool.release_threshold = -1
+        with pytest.raises(ValueError, match=r"must be 0 to 2\*\*64 - 1"):
+            pool.release_threshold = 2**64
+        with pytest.raises(TypeError, match="must be an int, not float"):
+            pool.release_threshold = 1.5
+        pool.release_threshold = 2**64 - 1          # the driver's "keep everything"
+        assert pool.release_threshold == 2**64 - 1
         with pytest.raises(ValueError):
             pool.trim_to(-1)
     finally:
