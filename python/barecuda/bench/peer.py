@@ -10,6 +10,11 @@
   (bytes / time) and bus bandwidth (algbw * 2 (n - 1) / n, NCCL's tests' figure),
   over every visible GPU from one process (``Communicator.init_all``), and on one
   rank against ``torch.distributed`` (NCCL backend, world size 1) when torch imports.
+- NCCL all-reduce of 256 MiB float32 in N spawned processes, one per GPU (N = every
+  visible GPU, at least 2), through barecuda (``Communicator(nranks, uid, rank)``)
+  and through ``torch.distributed`` (NCCL backend), same size and loops, timed by
+  rank 0 (``bench._nccl_procs``): bus bandwidth of each, ratio = barecuda's / torch's
+  (more is better; target >= 0.95).  Each side runs in its own processes, time-boxed.
 
 With one GPU the peer rows carry no value and a note saying why; NCCL rows use a
 1-rank communicator (its bus bandwidth is 0 by definition: no bytes cross a bus).
@@ -23,6 +28,8 @@ from barecuda.bench import interleaved_times
 MIB256 = 256 << 20
 ITER = 10
 ROUNDS = 5
+MP_WARMUP = 5         # all-reduces each rank runs before the timed loops
+MP_TIMEOUT = 180.0    # seconds for one side's N processes, start to answer
 
 
 def _row(name, value, unit, ratio=None, vs=None, note=None):
@@ -200,7 +207,65 @@ def _torch_allreduce(comm, buf):
                 "algbw, both in place; ratio = torch time / barecuda time")
 
 
+def multiproc_names(n):
+    """The names of the row pair (barecuda, torch.distributed) for `n` GPUs (at least 2)."""
+    what = f"all-reduce 256 MiB float32, {max(n, 2)} processes (one per GPU), busbw"
+    return f"NCCL {what}", f"torch.distributed NCCL {what}"
+
+
+def _torch_missing():
+    """None when torch imports, else the note for the torch row."""
+    try:
+        import torch.distributed
+    except Exception:  # noqa: BLE001 - torch missing or broken
+        return "torch not importable"
+    return None if torch.distributed.is_available() else "torch built without distributed"
+
+
+def _guarded(runner, *args, **kwargs):
+    """runner's (seconds, note), or (None, the exception) when starting the children failed."""
+    try:
+        return runner(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - a failed start is a note, not a failed section
+        return None, f"could not start the processes: {exc!r}"[:200]
+
+
+def _multiproc_rows(n, runner=None, timeout=MP_TIMEOUT):
+    """The row pair: barecuda's and torch.distributed's all-reduce busbw, each in `n`
+    spawned processes (`runner`: _nccl_procs.run_ranks, replaceable for tests)."""
+    import tempfile
+
+    from barecuda.bench import _nccl_procs as procs
+    runner = runner or procs.run_ranks
+    ours_name, torch_name = multiproc_names(n)
+    if n < 2:
+        note = f"skipped: needs two GPUs, found {n}"
+        return [_row(ours_name, None, "GB/s", note=note), _row(torch_name, None, "GB/s", note=note)]
+    loops = (MIB256, MP_WARMUP, ITER, ROUNDS)
+    from barecuda import nccl
+    if not nccl.available():
+        t_ours, ours_note = None, "skipped: libnccl not found"
+    else:
+        t_ours, ours_note = _guarded(runner, procs.barecuda_rank, n, loops, timeout=timeout,
+                                     with_ids=True)
+    torch_note = _torch_missing()
+    t_torch = None
+    if torch_note is None:
+        with tempfile.TemporaryDirectory(prefix="barecuda-bench-") as tmp:
+            t_torch, torch_note = _guarded(runner, procs.torch_rank, n, (f"{tmp}/init", *loops),
+                                           timeout=timeout)
+    bw_ours = procs.busbw(MIB256, t_ours, n) if t_ours else None
+    bw_torch = procs.busbw(MIB256, t_torch, n) if t_torch else None
+    ratio = bw_ours / bw_torch if bw_ours and bw_torch else None
+    how = "busbw = algbw * 2 (n - 1) / n, rank 0's wall time"
+    if ours_note is None:
+        ours_note = f"{how}; ratio = barecuda / torch busbw (more is better; target >= 0.95)"
+    return [_row(ours_name, bw_ours, "GB/s", ratio,
+                 f"torch.distributed {bw_torch:.1f} GB/s" if bw_torch else None, ours_note),
+            _row(torch_name, bw_torch, "GB/s", note=torch_note or f"{how}; same loops as barecuda")]
+
+
 def run():
     import barecuda.autoprimaryctx  # noqa: F401 - the primary context, shared with torch
     from barecuda import driver as drv
-    return _peer_rows(drv) + _nccl_rows(drv)
+    return _peer_rows(drv) + _nccl_rows(drv) + _multiproc_rows(drv.Device.count())
