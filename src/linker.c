@@ -199,6 +199,32 @@ linker_dealloc(bc_Linker *self)
     Py_DECREF(tp);
 }
 
+/* Add one input to the started link with the GIL released and the linker busy:
+ * `data` (`size` bytes, named `name`) by cuLinkAddData, or, when data is NULL, the
+ * file at path `name` by cuLinkAddFile.  0, or -1 with the exception set. */
+static int
+linker_add(bc_State *st, bc_Linker *self, CUjitInputType type, const char *data, size_t size,
+           const char *name)
+{
+    CUresult rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    int entered = bc_context_enter(self->ctx);
+    if (entered < 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else if (data != NULL)
+        rc = bc_drv.cuLinkAddData(self->state, type, (void *)data, size, name, 0, NULL, NULL);
+    else
+        rc = bc_drv.cuLinkAddFile(self->state, type, name, 0, NULL, NULL);
+    bc_context_leave(entered);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc != CUDA_SUCCESS)
+        return linker_fail(st, self, rc, data != NULL ? "cuLinkAddData" : "cuLinkAddFile");
+    self->ninputs++;
+    return 0;
+}
+
 /* cuLinkAddData of `data` (str, or bytes-like) with the GIL released. */
 static PyObject *
 add_data_impl(bc_Linker *self, PyObject *data, CUjitInputType type, PyObject *name)
@@ -248,22 +274,8 @@ add_data_impl(bc_Linker *self, PyObject *data, CUjitInputType type, PyObject *na
     }
     if (linker_start(st, self) < 0)
         goto done;
-    CUresult rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    int entered = bc_context_enter(self->ctx);
-    rc = entered < 0 ? CUDA_ERROR_INVALID_CONTEXT
-                     : bc_drv.cuLinkAddData(self->state, type, (void *)src, size, cname, 0,
-                                            NULL, NULL);
-    bc_context_leave(entered);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (rc != CUDA_SUCCESS) {
-        linker_fail(st, self, rc, "cuLinkAddData");
-        goto done;
-    }
-    self->ninputs++;
-    out = Py_NewRef(Py_None);
+    if (linker_add(st, self, type, src, size, cname) == 0)
+        out = Py_NewRef(Py_None);
 done:
     PyMem_RawFree(copy);
     if (view.obj != NULL)
@@ -362,21 +374,8 @@ linker_add_file(bc_Linker *self, PyObject *args, PyObject *kwargs)
     }
     if (linker_start(st, self) < 0)
         goto done;
-    CUresult rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    int entered = bc_context_enter(self->ctx);
-    rc = entered < 0 ? CUDA_ERROR_INVALID_CONTEXT
-                     : bc_drv.cuLinkAddFile(self->state, type, cpath, 0, NULL, NULL);
-    bc_context_leave(entered);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (rc != CUDA_SUCCESS) {
-        linker_fail(st, self, rc, "cuLinkAddFile");
-        goto done;
-    }
-    self->ninputs++;
-    out = Py_NewRef(Py_None);
+    if (linker_add(st, self, type, NULL, 0, cpath) == 0)
+        out = Py_NewRef(Py_None);
 done:
     Py_DECREF(path);
     return out;
