@@ -700,6 +700,86 @@ bc_bench_noop(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     Py_RETURN_NONE;
 }
 
+/* The launch _bench_fire makes, packed once by _bench_arm: dims and the
+ * argument bytes in one bytes object, beside the Function that owns them. */
+typedef struct {
+    unsigned int g[3], b[3];
+    size_t size;
+    char buf[];
+} armed_launch;
+
+PyDoc_STRVAR(bench_arm_doc,
+"_bench_arm(function, grid, block, args)\n--\n\n"
+"Private: pack `args` as __call__ would, once, for _bench_fire().  None disarms.");
+
+static PyObject *
+bc_bench_arm(PyObject *m, PyObject *args)
+{
+    bc_State *st = bc_state_from_module(m);
+    PyObject *fobj, *grid = NULL, *block = NULL, *fargs = NULL;
+    if (!PyArg_ParseTuple(args, "O|OOO!:_bench_arm", &fobj, &grid, &block, &PyTuple_Type, &fargs))
+        return NULL;
+    if (fobj == Py_None) {
+        Py_CLEAR(st->bench_armed);
+        Py_RETURN_NONE;
+    }
+    if (!PyObject_TypeCheck(fobj, (PyTypeObject *)st->FunctionType) || fargs == NULL) {
+        PyErr_SetString(PyExc_TypeError, "_bench_arm(function, grid, block, args) or _bench_arm(None)");
+        return NULL;
+    }
+    bc_Function *f = (bc_Function *)fobj;
+    armed_launch a;
+    if (bc_args_launch_dims(f, grid, block, a.g, a.b) < 0)
+        return NULL;
+    bc_packbuf pb;
+    bc_packbuf_init(&pb);
+    PyObject *bytes = NULL, *out = NULL;
+    if (bc_args_pack_call(st, f, &PyTuple_GET_ITEM(fargs, 0), PyTuple_GET_SIZE(fargs), &pb) < 0)
+        goto done;
+    if (pb.handlers) {
+        PyErr_SetString(PyExc_TypeError, "_bench_arm(): argument handlers are not allowed");
+        goto done;
+    }
+    a.size = pb.size;
+    if ((bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(sizeof a + pb.size))) == NULL)
+        goto done;
+    memcpy(PyBytes_AS_STRING(bytes), &a, sizeof a);
+    memcpy(PyBytes_AS_STRING(bytes) + sizeof a, pb.buf, pb.size);
+    Py_XSETREF(st->bench_armed, PyTuple_Pack(2, fobj, bytes));
+    if (st->bench_armed != NULL)
+        out = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(bytes);
+    bc_packbuf_free(&pb);
+    return out;
+}
+
+PyDoc_STRVAR(bench_fire_doc,
+"_bench_fire(*args, **kwargs)\n--\n\n"
+"Private: makes the launch _bench_arm() packed, ignoring its arguments.  Called\n"
+"from the call site of __call__, it is the least any binding can cost there: the\n"
+"call and one cuLaunchKernel, with no argument handled.");
+
+static PyObject *
+bc_bench_fire(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    BC_UNUSED(args);
+    BC_UNUSED(nargs);
+    BC_UNUSED(kwnames);
+    bc_State *st = bc_state_from_module(m);
+    if (st->bench_armed == NULL)
+        return bc_error_logic(st, "_bench_fire(): call _bench_arm() first"), NULL;
+    bc_Function *f = (bc_Function *)PyTuple_GET_ITEM(st->bench_armed, 0);
+    const armed_launch *a = (const armed_launch *)(const void *)PyBytes_AS_STRING(
+        PyTuple_GET_ITEM(st->bench_armed, 1));
+    if (module_ok(st, f) < 0)
+        return NULL;
+    if (bc_check(st, raw_launch(f, a->g, a->b, 0, NULL, (void *)a->buf, a->size),
+                 "cuLaunchKernel") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(launch_release_gil_doc,
 "_launch_release_gil(flag=None)\n--\n\n"
 "Private tuning knob: whether cuLaunchKernel runs with the GIL released.  Sets it\n"
@@ -1026,6 +1106,9 @@ static PyMethodDef function_functions[] = {
      bench_launch_doc},
     {"_bench_noop", (PyCFunction)(void (*)(void))bc_bench_noop, METH_FASTCALL | METH_KEYWORDS,
      bench_noop_doc},
+    {"_bench_arm", (PyCFunction)bc_bench_arm, METH_VARARGS, bench_arm_doc},
+    {"_bench_fire", (PyCFunction)(void (*)(void))bc_bench_fire, METH_FASTCALL | METH_KEYWORDS,
+     bench_fire_doc},
     {"_test_function", (PyCFunction)(void (*)(void))bc_test_function, METH_VARARGS | METH_KEYWORDS,
      test_function_doc},
     {"_launch_release_gil", (PyCFunction)(void (*)(void))bc_launch_release_gil, METH_FASTCALL,

@@ -41,6 +41,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_STREAM_STORES 1
+#endif
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
 #endif
@@ -57,12 +62,14 @@ enum { TO_DEVICE, TO_HOST };
 
 typedef struct {
     int workers, depth, prefault; /* prefault: threads, 0 none */
+    int nt;                       /* streaming stores: 1 to the device, 2 to the host, 3 both */
+    int pool;                     /* 1: workers are kept threads, 0: started per copy */
     size_t chunk;                 /* bytes */
 } stage_config;
 
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
-static stage_config cfg = {8, 2, 8, (size_t)2 << 20}; /* stage_lock held to change */
+static stage_config cfg = {8, 2, 8, 0, 1, (size_t)2 << 20}; /* stage_lock held to change */
 static char *stage_mem;   /* cfg.workers * cfg.depth * cfg.chunk pinned bytes, or NULL */
 static size_t stage_size; /* its size */
 
@@ -93,6 +100,8 @@ config_from_env(void)
     cfg.workers = (int)env_long("BARECUDA_STAGE_WORKERS", cfg.workers, 1, MAX_WORKERS);
     cfg.depth = (int)env_long("BARECUDA_STAGE_DEPTH", cfg.depth, 2, MAX_DEPTH);
     cfg.prefault = (int)env_long("BARECUDA_STAGE_PREFAULT", cfg.prefault, 0, MAX_WORKERS);
+    cfg.nt = (int)env_long("BARECUDA_STAGE_NT", cfg.nt, 0, 3);
+    cfg.pool = (int)env_long("BARECUDA_STAGE_POOL", cfg.pool, 0, 1);
     cfg.chunk = (size_t)env_long("BARECUDA_STAGE_CHUNK_MIB", (long)(cfg.chunk >> 20), 1,
                                  MAX_CHUNK_MIB) << 20;
 }
@@ -144,8 +153,48 @@ page_missing(const char *p)
 
 /* ---- the workers */
 
+/* memcpy with streaming (non-temporal) stores where the CPU has them: the
+ * destination's lines are written without being read first and without
+ * evicting the cache, which leaves more memory bandwidth to the DMA running
+ * beside the copy.  The ends that are not whole 16-byte lines go by memcpy. */
+static void
+copy_streaming(char *dst, const char *src, size_t n)
+{
+#ifdef HAVE_STREAM_STORES
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    if (head > n)
+        head = n;
+    memcpy(dst, src, head);
+    dst += head, src += head, n -= head;
+    size_t body = n & ~(size_t)63;
+    for (size_t i = 0; i < body; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 48));
+        _mm_stream_si128((__m128i *)(void *)(dst + i), a);
+        _mm_stream_si128((__m128i *)(void *)(dst + i + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(dst + i + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(dst + i + 48), d);
+    }
+    _mm_sfence(); /* the stores are visible before the DMA (or the caller) reads them */
+    memcpy(dst + body, src + body, n - body);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+static void
+host_copy(int streaming, char *dst, const char *src, size_t n)
+{
+    if (streaming)
+        copy_streaming(dst, src, n);
+    else
+        memcpy(dst, src, n);
+}
+
 typedef struct {
-    int dir, depth;
+    int dir, depth, streaming;
     CUcontext ctx;
     CUstream stream;
     CUdeviceptr dev;
@@ -178,7 +227,7 @@ worker_run(void *arg)
                 if ((rc = bc_drv.cuEventSynchronize(ev[k])) != CUDA_SUCCESS)
                     break;
             }
-            memcpy(w->buf[k], w->host + i * chunk, CHUNK_LEN(i));
+            host_copy(w->streaming, w->buf[k], w->host + i * chunk, CHUNK_LEN(i));
             rc = bc_drv.cuMemcpyHtoDAsync(w->dev + i * chunk, w->buf[k], CHUNK_LEN(i), w->stream);
             if (rc == CUDA_SUCCESS && (rc = bc_drv.cuEventRecord(ev[k], w->stream)) == CUDA_SUCCESS)
                 pending[k] = 1;
@@ -200,7 +249,7 @@ worker_run(void *arg)
             int k = (int)(i % (size_t)depth);
             pending[k] = 0;
             if ((rc = bc_drv.cuEventSynchronize(ev[k])) == CUDA_SUCCESS)
-                memcpy(w->host + i * chunk, w->buf[k], CHUNK_LEN(i));
+                host_copy(w->streaming, w->host + i * chunk, w->buf[k], CHUNK_LEN(i));
         }
     }
 #undef CHUNK_LEN
@@ -212,6 +261,106 @@ worker_run(void *arg)
     }
     w->rc = rc;
     return NULL;
+}
+
+/* ---- kept worker threads
+ *
+ * Starting 15 threads and joining them again costs a large copy a few hundred
+ * microseconds on the calling thread, before the first DMA.  So the workers are
+ * threads kept from the first staged copy on, parked on a condition variable;
+ * a copy hands them its parts (pool.jobs) and runs parts itself too, so it
+ * never waits for a thread that could not be started.  Used by one copy at a
+ * time (stage_lock).  A child process after fork() starts with none. */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    int threads;          /* started and parked or working */
+    unsigned long round;  /* bumped for every copy handed out */
+    worker *jobs;         /* this round's parts */
+    size_t njobs, next;   /* parts, the next one not taken */
+    size_t unfinished;    /* parts taken or not, not finished */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          0, 0, NULL, 0, 0, 0};
+
+/* Run the parts not yet taken; pool.mu held on entry and on return. */
+static void
+pool_take(void)
+{
+    while (pool.next < pool.njobs) {
+        worker *w = &pool.jobs[pool.next++];
+        pthread_mutex_unlock(&pool.mu);
+        worker_run(w);
+        pthread_mutex_lock(&pool.mu);
+        if (--pool.unfinished == 0)
+            pthread_cond_signal(&pool.done);
+    }
+}
+
+static void *
+pool_thread(void *Py_UNUSED(arg))
+{
+    pthread_mutex_lock(&pool.mu);
+    unsigned long seen = pool.round;
+    for (;;) {
+        while (pool.round == seen)
+            pthread_cond_wait(&pool.go, &pool.mu);
+        seen = pool.round;
+        pool_take();
+    }
+    return NULL;
+}
+
+static void pool_forked_child(void);
+
+static void
+register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, pool_forked_child);
+}
+
+static void
+pool_forked_child(void)
+{
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.go, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pool.threads = 0;
+    pool.jobs = NULL;
+    pool.njobs = pool.next = pool.unfinished = 0;
+    pthread_mutex_init(&stage_lock, NULL);
+}
+
+/* Run w[0..n-1] on the kept threads and this one; returns when all are done. */
+static void
+pool_run(worker *w, size_t n)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_fork_handler);
+    pthread_mutex_lock(&pool.mu);
+    while ((size_t)pool.threads + 1 < n) { /* this thread is the +1 */
+        pthread_t t;
+        pthread_attr_t attr;
+        int ok = pthread_attr_init(&attr) == 0;
+        ok = ok && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+             pthread_create(&t, &attr, pool_thread, NULL) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok)
+            break; /* fewer threads: this one takes more parts */
+        pool.threads++;
+    }
+    pool.jobs = w;
+    pool.njobs = n;
+    pool.next = 0;
+    pool.unfinished = n;
+    pool.round++;
+    pthread_cond_broadcast(&pool.go);
+    pool_take();
+    while (pool.unfinished > 0)
+        pthread_cond_wait(&pool.done, &pool.mu);
+    pool.jobs = NULL;
+    pool.njobs = pool.next = 0;
+    pthread_mutex_unlock(&pool.mu);
 }
 
 /* Whether the driver already knows this host memory (pinned, registered,
@@ -290,7 +439,9 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
     size_t used = 0, parts = 0;
     for (; parts < nw && used < n; parts++) {
         size_t len = n - used < part ? n - used : part;
-        w[parts] = (worker){.dir = dir, .depth = c.depth, .ctx = ctx, .stream = s,
+        w[parts] = (worker){.dir = dir, .depth = c.depth,
+                            .streaming = (c.nt & (dir == TO_DEVICE ? 1 : 2)) != 0,
+                            .ctx = ctx, .stream = s,
                             .dev = dev + used, .host = host + used, .len = len,
                             .chunk = c.chunk, .rc = CUDA_SUCCESS};
         for (int k = 0; k < c.depth; k++)
@@ -306,14 +457,18 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
     int npf = dir == TO_HOST && n >= MIN_PREFAULT && page_missing(host) ? c.prefault : 0;
     for (int i = 0; i < npf; i++)
         pstarted[i] = pthread_create(&ptid[i], NULL, prefault_run, &pf) == 0;
-    for (size_t i = 1; i < nw; i++)
-        started[i] = pthread_create(&tid[i], NULL, worker_run, &w[i]) == 0;
-    worker_run(&w[0]);
-    for (size_t i = 1; i < nw; i++) {
-        if (started[i])
-            pthread_join(tid[i], NULL);
-        else
-            worker_run(&w[i]); /* no thread to be had: do its part here */
+    if (c.pool)
+        pool_run(w, nw);
+    else {
+        for (size_t i = 1; i < nw; i++)
+            started[i] = pthread_create(&tid[i], NULL, worker_run, &w[i]) == 0;
+        worker_run(&w[0]);
+        for (size_t i = 1; i < nw; i++) {
+            if (started[i])
+                pthread_join(tid[i], NULL);
+            else
+                worker_run(&w[i]); /* no thread to be had: do its part here */
+        }
     }
     atomic_store(&pf.stop, 1);
     for (int i = 0; i < npf; i++)
@@ -407,12 +562,15 @@ bc_dtoh_staged(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(staging_config_doc,
-"_staging_config(workers=None, chunk_mib=None, depth=None, prefault=None)\n--\n\n"
+"_staging_config(workers=None, chunk_mib=None, depth=None, prefault=None, nt=None,\n"
+"                pool=None)\n--\n\n"
 "The settings of staged copies, changed where given: `workers` threads (1 to 16)\n"
 "with `depth` pinned buffers (2 to 4) of `chunk_mib` MiB (1 to 64) each, and\n"
 "`prefault` threads (0 to 16) populating a new destination array of a copy to the\n"
-"host.  Returns them as a dict.  For benchmarks; the defaults come from the\n"
-"environment (BARECUDA_STAGE_WORKERS, _DEPTH, _CHUNK_MIB, _PREFAULT).");
+"host, `nt` (0 to 3) which directions copy with streaming stores (1 to the\n"
+"device, 2 to the host) and `pool` (1: the workers are kept threads, 0: started\n"
+"for each copy).  Returns them as a dict.  For benchmarks; the defaults come from\n"
+"the environment (BARECUDA_STAGE_WORKERS, _DEPTH, _CHUNK_MIB, _PREFAULT, _NT, _POOL).");
 
 static int
 config_arg(PyObject *v, const char *name, long lo, long hi, int *out)
@@ -429,10 +587,10 @@ config_arg(PyObject *v, const char *name, long lo, long hi, int *out)
 static PyObject *
 bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"workers", "chunk_mib", "depth", "prefault", NULL};
-    PyObject *ow = NULL, *oc = NULL, *od = NULL, *op = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO:_staging_config", kwlist, &ow, &oc,
-                                     &od, &op))
+    static char *kwlist[] = {"workers", "chunk_mib", "depth", "prefault", "nt", "pool", NULL};
+    PyObject *ow = NULL, *oc = NULL, *od = NULL, *op = NULL, *on = NULL, *ol = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOOO:_staging_config", kwlist, &ow, &oc,
+                                     &od, &op, &on, &ol))
         return NULL;
     pthread_once(&config_once, config_from_env);
     stage_config c = cfg;
@@ -440,7 +598,8 @@ bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (config_arg(ow, "workers", 1, MAX_WORKERS, &c.workers) < 0 ||
         config_arg(oc, "chunk_mib", 1, MAX_CHUNK_MIB, &mib) < 0 ||
         config_arg(od, "depth", 2, MAX_DEPTH, &c.depth) < 0 ||
-        config_arg(op, "prefault", 0, MAX_WORKERS, &c.prefault) < 0)
+        config_arg(op, "prefault", 0, MAX_WORKERS, &c.prefault) < 0 ||
+        config_arg(on, "nt", 0, 3, &c.nt) < 0 || config_arg(ol, "pool", 0, 1, &c.pool) < 0)
         return NULL;
     c.chunk = (size_t)mib << 20;
     Py_BEGIN_ALLOW_THREADS
@@ -448,8 +607,8 @@ bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     cfg = c;
     pthread_mutex_unlock(&stage_lock);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("{sisisisi}", "workers", c.workers, "chunk_mib", mib, "depth", c.depth,
-                         "prefault", c.prefault);
+    return Py_BuildValue("{sisisisisisi}", "workers", c.workers, "chunk_mib", mib, "depth",
+                         c.depth, "prefault", c.prefault, "nt", c.nt, "pool", c.pool);
 }
 
 static PyMethodDef staging_methods[] = {

@@ -157,20 +157,28 @@ def per_call(loop):
 class NoOp:
     prepared_call = _driver._bench_noop
 
+class Fire:
+    prepared_call = _driver._bench_fire
+
 print("CPU-side ns per launch (stand-in driver; 'site' = the same call site on a no-op C "
-      "function, 'ours' = the rest)")
+      "function, 'bare' = on _bench_fire (the launch, no argument handled), 'ours' = "
+      "what barecuda adds to bare)")
 for n in L.ARG_COUNTS:
     f = funcs[n]
     cargs, pargs = L.call_args(n, a, b), L.prepared_args(n, a, b)
     c = per_call(L.call_loop(f, cargs))
     c0 = per_call(L.call_loop(_driver._bench_noop, cargs))
+    _driver._bench_arm(f, L.GRID, L.BLOCK, cargs)
+    cb = per_call(L.call_loop(_driver._bench_fire, cargs))
     pk = _driver._bench_pack(f, cargs, 200000) * 1e9
     f.prepare(L.prepared_signature(n))
     p = per_call(L.prepared_loop(f, pargs))
     p0 = per_call(L.prepared_loop(NoOp, pargs))
+    pb = per_call(L.prepared_loop(Fire, pargs))
     ppk = _driver._bench_pack(f, pargs, 200000, prepared=True) * 1e9
-    print(f"{n:3d} args  __call__ {c:6.1f} (site {c0:6.1f}, ours {c - c0:6.1f}, pack {pk:5.1f})"
-          f"  prepared_call {p:6.1f} (site {p0:6.1f}, ours {p - p0:6.1f}, pack {ppk:5.1f})")
+    print(f"{n:3d} args  __call__ {c:6.1f} (site {c0:6.1f}, bare {cb:6.1f}, ours {c - cb:6.1f}, "
+          f"pack {pk:5.1f})  prepared_call {p:6.1f} (site {p0:6.1f}, bare {pb:6.1f}, "
+          f"ours {p - pb:6.1f}, pack {ppk:5.1f})")
 """
 
 

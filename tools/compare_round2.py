@@ -111,10 +111,9 @@ def copies():
     existing = np.empty_like(host)
     existing[:] = 1
     old = _driver._staging_config()
-    settings = [old, {"prefault": 0}, {"workers": 8, "chunk_mib": 4, "depth": 3},
-                {"workers": 8, "chunk_mib": 8, "depth": 4}, {"workers": 12, "chunk_mib": 4, "depth": 2},
-                {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 0},
-                {"workers": 4, "chunk_mib": 8, "depth": 4, "prefault": 8}]
+    settings = [old, {"pool": 0}, old, {"pool": 0}, {"pool": 1, "chunk_mib": 1},
+                {"pool": 1, "chunk_mib": 4}, {"pool": 1, "depth": 3}, {"pool": 1, "nt": 1},
+                {"pool": 1, "workers": 12}]
     try:
         for s in settings:
             _driver._staging_config(**old)
@@ -128,6 +127,21 @@ def copies():
         np.testing.assert_array_equal(dev.get(), host)
     finally:
         _driver._staging_config(**old)
+    # what registering an array the user keeps costs, and what it gains
+    kept = np.ones(nbytes, np.uint8)
+    t_reg, t_unreg = [], []
+    for _ in range(5):
+        t = time.perf_counter()
+        reg = drv.register_host_memory(kept)
+        t_reg.append(time.perf_counter() - t)
+        t_rup = wall_time(lambda: drv.memcpy_htod(dev.ptr, reg))
+        t_rdn = wall_time(lambda: drv.memcpy_dtoh(reg, dev.ptr))
+        t = time.perf_counter()
+        reg.base.unregister()
+        t_unreg.append(time.perf_counter() - t)
+    print(f"register 256 MiB {statistics.median(t_reg) * 1e3:.2f} ms, unregister "
+          f"{statistics.median(t_unreg) * 1e3:.2f} ms; registered htod {nbytes / t_rup / 1e9:.1f} GB/s "
+          f"({t_h2d / t_rup:.2f}x pinned), dtoh {nbytes / t_rdn / 1e9:.1f} GB/s ({t_d2h / t_rdn:.2f}x)")
 
 
 if __name__ == "__main__":

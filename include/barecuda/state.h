@@ -27,6 +27,7 @@
     X(context_memo)    /* weakref: the Context bc_context_wrap found last */   \
     X(driver_module)   /* barecuda.driver, imported on first need */          \
     X(ipc_exported)    /* set: IPC handles this process exported (memory.c) */ \
+    X(bench_armed)     /* (Function, bytes): the launch _bench_fire makes */   \
     X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
     X(str_shared_size) X(str_gpudata) X(str_cai) X(str_cuda_stream)
 

@@ -42,7 +42,7 @@ extern "C" __global__ void empty4(float *a, float *b, int n, float x) {}
 GRID = (1, 1, 1)
 BLOCK = (32, 1, 1)
 N = 1000          # launches per repeat: stays under the driver's launch queue depth
-REPEATS = 21
+REPEATS = 41
 WARMUP = 3
 
 
@@ -130,18 +130,30 @@ def _paired(py_once: Callable[[], float], c_once: Callable[[], float],
             repeats: int | None = None) -> tuple[float, float, float]:
     """Median Python time, median C time, and the median of the ratios of C and
     Python repeats taken back to back, so clock and driver drift cancel out."""
+    (value, floor, ratio), = _interleaved(c_once, py_once, repeats=repeats)
+    return value, floor, ratio
+
+
+def _interleaved(c_once: Callable[[], float], *py_onces: Callable[[], float],
+                 repeats: int | None = None) -> list[tuple[float, float, float]]:
+    """_paired for several Python loops against one C loop: every repeat runs
+    the C loop and each Python loop once, in an order that turns around at every
+    repeat, so that a drift within a repeat (clocks, the driver's queue) favours
+    none of them over the run.  Per Python loop: (median time, median C time,
+    median of the per-repeat ratios)."""
     repeats = REPEATS if repeats is None else repeats
+    onces = (c_once,) + py_onces
     for _ in range(WARMUP):
-        c_once()
-        py_once()
-    pys, cs, ratios = [], [], []
-    for _ in range(repeats):
-        c = c_once()
-        p = py_once()
-        pys.append(p)
-        cs.append(c)
-        ratios.append(p / c)
-    return statistics.median(pys), statistics.median(cs), statistics.median(ratios)
+        for once in onces:
+            once()
+    times: list[list[float]] = [[] for _ in onces]
+    for i in range(repeats):
+        order = range(len(onces)) if i % 2 == 0 else reversed(range(len(onces)))
+        for k in order:
+            times[k].append(onces[k]())
+    cs = times[0]
+    return [(statistics.median(ps), statistics.median(cs),
+             statistics.median(p / c for p, c in zip(ps, cs))) for ps in times[1:]]
 
 
 def _timed(loop: Callable[[int], object], sync: Callable[[], object]) -> Callable[[], float]:
@@ -186,12 +198,21 @@ class _NoOpKernel:
     prepared_async_call = _driver._bench_noop
 
 
-def _site_note(loop: Callable[[int], None]) -> str:
+class _FireKernel:
+    """Stands in for a Function in prepared_loop: its calls make the launch
+    _driver._bench_arm() packed, handling no argument."""
+    prepared_call = _driver._bench_fire
+    prepared_async_call = _driver._bench_fire
+
+
+def _site_note(loop: Callable[[int], None], value: float, floor: float) -> str:
     """What the same call site costs CPython alone, calling a C function that does
-    nothing (_driver._bench_noop).  Not subtracted from any figure: past 30
-    arguments (positional plus twice the keywords) CPython builds a tuple (and a
-    dict for keywords) for every call, which no binding can avoid."""
-    return f"CPython call site alone {_median(_timed(loop, lambda: None)) * 1e6:.3f} us"
+    nothing (_driver._bench_noop), and the ratio without it.  Not subtracted from
+    the figure: past 30 arguments (positional plus twice the keywords) CPython
+    builds a list, a tuple (and a dict for keywords) for every call, which no
+    binding can avoid, so the ratio without it is what the binding adds."""
+    site = _median(_timed(loop, lambda: None))
+    return f"CPython call site alone {site * 1e6:.3f} us, ratio without it {(value - site) / floor:.3f}"
 
 
 def run() -> list[dict[str, Any]]:
@@ -212,20 +233,49 @@ def run() -> list[dict[str, Any]]:
     def c_floor(f: Any, args: tuple[Any, ...], stream: Any = None) -> Callable[[], float]:
         return lambda: _driver._bench_launch(f, GRID, BLOCK, args, N, "enqueue", stream)
 
+    # Beside each: the same call site calling _driver._bench_fire, which makes the
+    # same launch from arguments packed beforehand and handles none of its own:
+    # the least any binding can cost at that call site.
     for n in ARG_COUNTS:
-        value, floor, ratio = _paired(_timed(call_loop(funcs[n], cargs[n]), ctx_sync),
-                                      c_floor(funcs[n], cargs[n]))
+        _driver._bench_arm(funcs[n], GRID, BLOCK, cargs[n])
+        (value, floor, ratio), (bare, bfloor, bratio) = _interleaved(
+            c_floor(funcs[n], cargs[n]), _timed(call_loop(funcs[n], cargs[n]), ctx_sync),
+            _timed(call_loop(_driver._bench_fire, cargs[n]), ctx_sync))
         floors[n] = floor
         rows.append(_row(f"launch __call__, empty kernel, {n} args", value, floor, ratio=ratio,
-                         target=CALL_TARGET, note=_site_note(call_loop(_driver._bench_noop, cargs[n]))))
+                         target=CALL_TARGET,
+                         note=_site_note(call_loop(_driver._bench_noop, cargs[n]), value, floor)))
+        rows.append(_row(f"  its call site, no argument handled, {n} args", bare, bfloor,
+                         ratio=bratio, note=f"__call__ / this {value / bare:.3f}"))
 
     for n in ARG_COUNTS:
         funcs[n].prepare(prepared_signature(n))
-        value, floor, ratio = _paired(_timed(prepared_loop(funcs[n], pargs[n]), ctx_sync),
-                                      c_floor(funcs[n], cargs[n]))
+        _driver._bench_arm(funcs[n], GRID, BLOCK, cargs[n])
+        (value, floor, ratio), (bare, bfloor, bratio) = _interleaved(
+            c_floor(funcs[n], cargs[n]), _timed(prepared_loop(funcs[n], pargs[n]), ctx_sync),
+            _timed(prepared_loop(_FireKernel, pargs[n]), ctx_sync))
         rows.append(_row(f"launch prepared_call, {n} args", value, floor, ratio=ratio,
                          target=PREPARED_TARGET,
-                         note=_site_note(prepared_loop(_NoOpKernel, pargs[n]))))
+                         note=_site_note(prepared_loop(_NoOpKernel, pargs[n]), value, floor)))
+        rows.append(_row(f"  its prepared call site, no argument handled, {n} args", bare, bfloor,
+                         ratio=bratio, note=f"prepared_call / this {value / bare:.3f}"))
+    _driver._bench_arm(None)
+
+    # 64 arguments as a program holds them: in a tuple, spread into the call
+    n = ARG_COUNTS[-1]
+    for label, loop, noop in (
+            (f"launch __call__(*args), {n} args",
+             _make_loop("f(*args, block=block, grid=grid)",
+                        {"f": funcs[n], "args": cargs[n], "block": BLOCK, "grid": GRID}, ()),
+             _make_loop("f(*args, block=block, grid=grid)",
+                        {"f": _driver._bench_noop, "args": cargs[n], "block": BLOCK, "grid": GRID}, ())),
+            (f"launch prepared_call(grid, block, *args), {n} args",
+             _make_loop("call(grid, block, *args)",
+                        {"call": funcs[n].prepared_call, "args": pargs[n], "block": BLOCK, "grid": GRID}, ()),
+             _make_loop("call(grid, block, *args)",
+                        {"call": _driver._bench_noop, "args": pargs[n], "block": BLOCK, "grid": GRID}, ()))):
+        value, floor, ratio = _paired(_timed(loop, ctx_sync), c_floor(funcs[n], cargs[n]))
+        rows.append(_row(label, value, floor, ratio=ratio, note=_site_note(noop, value, floor)))
 
     f4, args4, pargs4 = funcs[4], cargs[4], pargs[4]
     value, sfloor, ratio = _paired(
