@@ -18,14 +18,14 @@
  * The pinned buffers (workers * depth * chunk bytes, allocated portable on
  * the first large copy) are shared by the process behind a mutex: a copy that
  * finds them busy, a small copy, and host memory the driver already knows
- * (pinned, registered or managed) go straight to the driver.  So an array
- * that is copied often is best registered once with register_host_memory():
- * its copies then run at the pinned rate.
+ * (pinned, registered or managed) go straight to the driver.  GPUArray
+ * registers a large array the program keeps copying (barecuda/_kept.py, with
+ * _host_register below), so that its copies run at the pinned rate.  The
+ * worker threads are kept between copies (pool_run).
  *
- * The four settings come from the environment on first use
- * (BARECUDA_STAGE_WORKERS, BARECUDA_STAGE_CHUNK_MIB, BARECUDA_STAGE_DEPTH,
- * BARECUDA_STAGE_PREFAULT) and can be changed by _staging_config(), so that
- * variants can be compared in one process. */
+ * The settings come from the environment on first use (BARECUDA_STAGE_WORKERS,
+ * _CHUNK_MIB, _DEPTH, _PREFAULT, _NT, _POOL) and can be changed by
+ * _staging_config(), so that variants can be compared in one process. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
 #include "barecuda/error.h"
@@ -611,7 +611,89 @@ bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
                          c.depth, "prefault", c.prefault, "nt", c.nt, "pool", c.pool);
 }
 
+/* ---- host memory registered for barecuda._kept */
+
+PyDoc_STRVAR(host_register_doc,
+"_host_register(address, nbytes)\n--\n\n"
+"Private, for barecuda._kept: page-lock `nbytes` of host memory at `address` in\n"
+"place, for every context (cuMemHostRegister, portable), with the GIL released.\n"
+"True when registered; False when the driver refused (memory it already knows,\n"
+"no context, not enough lockable memory).  The caller keeps the memory alive\n"
+"until _host_unregister().");
+
+static int
+range_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *fn,
+           size_t *addr, size_t *nbytes)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd argument%s (%zd given)", fn, want,
+                     want == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    if (bc_arg_size(args[0], "address", addr) < 0 || (want > 1 && bc_arg_size(args[1], "nbytes", nbytes) < 0))
+        return -1;
+    if (*addr == 0 || (want > 1 && *nbytes == 0)) {
+        PyErr_Format(PyExc_ValueError, "%s(): address and nbytes must be positive", fn);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+bc_host_register(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    size_t addr, nbytes;
+    if (range_args(args, nargs, 2, "_host_register", &addr, &nbytes) < 0 ||
+        bc_context_require(bc_state_from_module(m)) < 0)
+        return NULL;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemHostRegister((void *)(uintptr_t)addr, nbytes, CU_MEMHOSTREGISTER_PORTABLE);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(rc == CUDA_SUCCESS);
+}
+
+PyDoc_STRVAR(host_unregister_doc,
+"_host_unregister(address)\n--\n\n"
+"Private, for barecuda._kept: undo _host_register() (cuMemHostUnregister), with\n"
+"the GIL released.  True when done, False when the driver no longer knew it (its\n"
+"registration went with a destroyed context) or refused.");
+
+static PyObject *
+bc_host_unregister(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    size_t addr, unused = 0;
+    if (range_args(args, nargs, 1, "_host_unregister", &addr, &unused) < 0)
+        return NULL;
+    BC_REQUIRE_DRIVER(bc_state_from_module(m), NULL);
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuMemHostUnregister((void *)(uintptr_t)addr);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(rc == CUDA_SUCCESS);
+}
+
+PyDoc_STRVAR(host_known_doc,
+"_host_known(address)\n--\n\n"
+"Private: whether the driver knows the host memory at `address` (pinned,\n"
+"registered or managed), so that copies of it go straight to the DMA.");
+
+static PyObject *
+bc_host_known(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    size_t addr, unused = 0;
+    if (range_args(args, nargs, 1, "_host_known", &addr, &unused) < 0)
+        return NULL;
+    BC_REQUIRE_DRIVER(bc_state_from_module(m), NULL);
+    return PyBool_FromLong(host_is_known((void *)(uintptr_t)addr));
+}
+
 static PyMethodDef staging_methods[] = {
+    {"_host_register", (PyCFunction)(void (*)(void))bc_host_register, METH_FASTCALL,
+     host_register_doc},
+    {"_host_unregister", (PyCFunction)(void (*)(void))bc_host_unregister, METH_FASTCALL,
+     host_unregister_doc},
+    {"_host_known", (PyCFunction)(void (*)(void))bc_host_known, METH_FASTCALL, host_known_doc},
     {"_staging_config", (PyCFunction)(void (*)(void))bc_staging_config,
      METH_VARARGS | METH_KEYWORDS, staging_config_doc},
     {"_htod_staged", (PyCFunction)(void (*)(void))bc_htod_staged, METH_FASTCALL, htod_staged_doc},

@@ -27,7 +27,7 @@ from barecuda.elementwise import ElementwiseKernel
 from barecuda.tools import dtype_to_ctype
 
 # Themes kept in their own modules (each fetches this one lazily, never at import):
-from barecuda import _interop
+from barecuda import _interop, _kept
 from barecuda._arith import (_BINOPS, _COMPARE, _ELEMENTWISE, _UNARY, _binary,  # noqa: F401
                              _binary_kernel, _compute_dtype, _if_positive_kernel,
                              _result_dtype, _to_out, _unary, _unary_kernel, if_positive,
@@ -390,7 +390,8 @@ class GPUArray(_cdrv._ArrayBase):
             raise TypeError(f"get(): unexpected keyword arguments {', '.join(kwargs)}")
         src = self if (self._c or self._f) else self._contiguous(stream)
         order: Literal["C", "F"] = "C" if src._c else "F"
-        if ary is None:
+        new = ary is None
+        if new:
             if pagelocked and self.size:
                 ary = _drv.pagelocked_empty(self.shape, self.dtype, order=order)
             else:
@@ -408,7 +409,10 @@ class GPUArray(_cdrv._ArrayBase):
         if self.size:
             if async_:
                 _drv.memcpy_dtoh_async(ary, src.ptr, stream)
-            elif stream is None:
+                return ary
+            if not new:
+                _kept.note_copy(ary)        # an array the program keeps: maybe registered
+            if stream is None:
                 _dtoh_staged(ary, src.ptr)
             else:
                 _dtoh_staged(ary, src.ptr, stream)
@@ -904,7 +908,9 @@ _dtoh_staged = _cdrv._dtoh_staged
 def _htod(ptr: int, host: npt.NDArray[Any], async_: bool, stream: Stream | None) -> None:
     if async_:
         _drv.memcpy_htod_async(ptr, host, stream)
-    elif stream is None:
+        return
+    _kept.note_copy(host)
+    if stream is None:
         _htod_staged(ptr, host)
     else:
         _htod_staged(ptr, host, stream)
