@@ -64,8 +64,23 @@ def ctx():
     try:
         yield context
     finally:
+        _trim_array_pool(context)
         drv.Context.pop()
         context.detach()
+
+
+def _trim_array_pool(context):
+    """Freed GPUArray memory stays in the context's pool (no release threshold).
+    Past 1 GiB it goes back to the device after each test, so that four test
+    processes sharing one GPU never hold so much that another one cannot create
+    its context (cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY)."""
+    try:
+        pool = context.array_pool
+        if pool.reserved_mem_current > (1 << 30):
+            context.synchronize()
+            pool.trim_to(0)
+    except drv.Error:
+        pass    # a test that broke its context says so itself
 
 
 @pytest.fixture
