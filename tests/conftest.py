@@ -75,8 +75,8 @@ def _trim_array_pool(context):
     processes sharing one GPU never hold so much that another one cannot create
     its context (cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY)."""
     try:
-        pool = context.array_pool
-        if pool.reserved_mem_current > (1 << 30):
+        pool = context.array_pool         # None where the device has no pools
+        if pool is not None and pool.reserved_mem_current > (1 << 30):
             context.synchronize()
             pool.trim_to(0)
     except drv.Error:

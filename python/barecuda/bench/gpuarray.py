@@ -134,6 +134,22 @@ def run():
                          None if ok else "WRONG RESULT"))
         if t_cp is not None:
             rows.append(_row(name + " vs CuPy", g, "GB/s", t_cp / t, "cupy sum (CUB)"))
+    # min, max and dot against CuPy's (CUB), the results checked against NumPy's
+    if cp is not None:
+        xh, yh = x.get(), y.get()
+        xc, yc = cp.asarray(xh), cp.asarray(yh)
+        for what, ours, theirs, want, nbytes in (
+                ("min", lambda: gpuarray.min(x), lambda: cp.min(xc), xh.min(), 4 * N_BIG),
+                ("max", lambda: gpuarray.max(x), lambda: cp.max(xc), xh.max(), 4 * N_BIG),
+                ("dot", lambda: gpuarray.dot(x, y), lambda: cp.dot(xc, yc),
+                 float(np.dot(xh.astype(np.float64), yh)), 8 * N_BIG)):
+            t_ours, t_theirs = _events_time(ours, drv), _events_time(theirs, drv)
+            got = float(ours().get())
+            ok = abs(got - want) <= 1e-3 * max(1.0, abs(want))
+            rows.append(_row(f"gpuarray.{what} 2^28 f32 vs CuPy", nbytes / t_ours / 1e9, "GB/s",
+                             t_theirs / t_ours, f"cupy {what} (CUB; target >= 1.00)",
+                             None if ok else "WRONG RESULT"))
+        del xh, yh, xc, yc
     x = y = z = None  # free 3 GiB before the next figures
 
     # ---- small ops
