@@ -709,7 +709,7 @@ typedef struct {
 } armed_launch;
 
 PyDoc_STRVAR(bench_arm_doc,
-"_bench_arm(function, grid, block, args)\n--\n\n"
+"_bench_arm(function, grid=None, block=None, args=None, /)\n--\n\n"
 "Private: pack `args` as __call__ would, once, for _bench_fire().  None disarms.");
 
 static PyObject *

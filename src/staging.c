@@ -614,7 +614,7 @@ bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 /* ---- host memory registered for barecuda._kept */
 
 PyDoc_STRVAR(host_register_doc,
-"_host_register(address, nbytes)\n--\n\n"
+"_host_register(address, nbytes, /)\n--\n\n"
 "Private, for barecuda._kept: page-lock `nbytes` of host memory at `address` in\n"
 "place, for every context (cuMemHostRegister, portable), with the GIL released.\n"
 "True when registered; False when the driver refused (memory it already knows,\n"
@@ -654,7 +654,7 @@ bc_host_register(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(host_unregister_doc,
-"_host_unregister(address)\n--\n\n"
+"_host_unregister(address, /)\n--\n\n"
 "Private, for barecuda._kept: undo _host_register() (cuMemHostUnregister), with\n"
 "the GIL released.  True when done, False when the driver no longer knew it (its\n"
 "registration went with a destroyed context) or refused.");
@@ -674,7 +674,7 @@ bc_host_unregister(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(host_known_doc,
-"_host_known(address)\n--\n\n"
+"_host_known(address, /)\n--\n\n"
 "Private: whether the driver knows the host memory at `address` (pinned,\n"
 "registered or managed), so that copies of it go straight to the DMA.");
 
