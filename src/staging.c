@@ -621,8 +621,9 @@ PyDoc_STRVAR(host_register_doc,
 "no context, not enough lockable memory).  The caller keeps the memory alive\n"
 "until _host_unregister().");
 
+/* address (and nbytes, want == 2) from args; the driver loaded. */
 static int
-range_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *fn,
+range_args(PyObject *m, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *fn,
            size_t *addr, size_t *nbytes)
 {
     if (nargs != want) {
@@ -636,6 +637,7 @@ range_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char 
         PyErr_Format(PyExc_ValueError, "%s(): address and nbytes must be positive", fn);
         return -1;
     }
+    BC_REQUIRE_DRIVER(bc_state_from_module(m), -1);
     return 0;
 }
 
@@ -643,7 +645,7 @@ static PyObject *
 bc_host_register(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     size_t addr, nbytes;
-    if (range_args(args, nargs, 2, "_host_register", &addr, &nbytes) < 0 ||
+    if (range_args(m, args, nargs, 2, "_host_register", &addr, &nbytes) < 0 ||
         bc_context_require(bc_state_from_module(m)) < 0)
         return NULL;
     CUresult rc;
@@ -663,9 +665,8 @@ static PyObject *
 bc_host_unregister(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     size_t addr, unused = 0;
-    if (range_args(args, nargs, 1, "_host_unregister", &addr, &unused) < 0)
+    if (range_args(m, args, nargs, 1, "_host_unregister", &addr, &unused) < 0)
         return NULL;
-    BC_REQUIRE_DRIVER(bc_state_from_module(m), NULL);
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemHostUnregister((void *)(uintptr_t)addr);
@@ -682,9 +683,8 @@ static PyObject *
 bc_host_known(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     size_t addr, unused = 0;
-    if (range_args(args, nargs, 1, "_host_known", &addr, &unused) < 0)
+    if (range_args(m, args, nargs, 1, "_host_known", &addr, &unused) < 0)
         return NULL;
-    BC_REQUIRE_DRIVER(bc_state_from_module(m), NULL);
     return PyBool_FromLong(host_is_known((void *)(uintptr_t)addr));
 }
 
