@@ -24,7 +24,7 @@
  * worker threads are kept between copies (pool_run).
  *
  * The settings come from the environment on first use (BARECUDA_STAGE_WORKERS,
- * _CHUNK_MIB, _DEPTH, _PREFAULT, _NT, _POOL) and can be changed by
+ * _CHUNK_MIB, _DEPTH, _PREFAULT) and can be changed by
  * _staging_config(), so that variants can be compared in one process. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
@@ -40,11 +40,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#if defined(__x86_64__) && defined(__SSE2__)
-#include <emmintrin.h>
-#define HAVE_STREAM_STORES 1
-#endif
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
@@ -62,14 +57,12 @@ enum { TO_DEVICE, TO_HOST };
 
 typedef struct {
     int workers, depth, prefault; /* prefault: threads, 0 none */
-    int nt;                       /* streaming stores: 1 to the device, 2 to the host, 3 both */
-    int pool;                     /* 1: workers are kept threads, 0: started per copy */
     size_t chunk;                 /* bytes */
 } stage_config;
 
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
-static stage_config cfg = {8, 2, 8, 0, 1, (size_t)2 << 20}; /* stage_lock held to change */
+static stage_config cfg = {8, 2, 8, (size_t)2 << 20}; /* stage_lock held to change */
 static char *stage_mem;   /* cfg.workers * cfg.depth * cfg.chunk pinned bytes, or NULL */
 static size_t stage_size; /* its size */
 
@@ -100,8 +93,6 @@ config_from_env(void)
     cfg.workers = (int)env_long("BARECUDA_STAGE_WORKERS", cfg.workers, 1, MAX_WORKERS);
     cfg.depth = (int)env_long("BARECUDA_STAGE_DEPTH", cfg.depth, 2, MAX_DEPTH);
     cfg.prefault = (int)env_long("BARECUDA_STAGE_PREFAULT", cfg.prefault, 0, MAX_WORKERS);
-    cfg.nt = (int)env_long("BARECUDA_STAGE_NT", cfg.nt, 0, 3);
-    cfg.pool = (int)env_long("BARECUDA_STAGE_POOL", cfg.pool, 0, 1);
     cfg.chunk = (size_t)env_long("BARECUDA_STAGE_CHUNK_MIB", (long)(cfg.chunk >> 20), 1,
                                  MAX_CHUNK_MIB) << 20;
 }
@@ -153,48 +144,8 @@ page_missing(const char *p)
 
 /* ---- the workers */
 
-/* memcpy with streaming (non-temporal) stores where the CPU has them: the
- * destination's lines are written without being read first and without
- * evicting the cache, which leaves more memory bandwidth to the DMA running
- * beside the copy.  The ends that are not whole 16-byte lines go by memcpy. */
-static void
-copy_streaming(char *dst, const char *src, size_t n)
-{
-#ifdef HAVE_STREAM_STORES
-    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
-    if (head > n)
-        head = n;
-    memcpy(dst, src, head);
-    dst += head, src += head, n -= head;
-    size_t body = n & ~(size_t)63;
-    for (size_t i = 0; i < body; i += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 32));
-        __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 48));
-        _mm_stream_si128((__m128i *)(void *)(dst + i), a);
-        _mm_stream_si128((__m128i *)(void *)(dst + i + 16), b);
-        _mm_stream_si128((__m128i *)(void *)(dst + i + 32), c);
-        _mm_stream_si128((__m128i *)(void *)(dst + i + 48), d);
-    }
-    _mm_sfence(); /* the stores are visible before the DMA (or the caller) reads them */
-    memcpy(dst + body, src + body, n - body);
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
-static void
-host_copy(int streaming, char *dst, const char *src, size_t n)
-{
-    if (streaming)
-        copy_streaming(dst, src, n);
-    else
-        memcpy(dst, src, n);
-}
-
 typedef struct {
-    int dir, depth, streaming;
+    int dir, depth;
     CUcontext ctx;
     CUstream stream;
     CUdeviceptr dev;
@@ -227,7 +178,7 @@ worker_run(void *arg)
                 if ((rc = bc_drv.cuEventSynchronize(ev[k])) != CUDA_SUCCESS)
                     break;
             }
-            host_copy(w->streaming, w->buf[k], w->host + i * chunk, CHUNK_LEN(i));
+            memcpy(w->buf[k], w->host + i * chunk, CHUNK_LEN(i));
             rc = bc_drv.cuMemcpyHtoDAsync(w->dev + i * chunk, w->buf[k], CHUNK_LEN(i), w->stream);
             if (rc == CUDA_SUCCESS && (rc = bc_drv.cuEventRecord(ev[k], w->stream)) == CUDA_SUCCESS)
                 pending[k] = 1;
@@ -249,7 +200,7 @@ worker_run(void *arg)
             int k = (int)(i % (size_t)depth);
             pending[k] = 0;
             if ((rc = bc_drv.cuEventSynchronize(ev[k])) == CUDA_SUCCESS)
-                host_copy(w->streaming, w->host + i * chunk, w->buf[k], CHUNK_LEN(i));
+                memcpy(w->host + i * chunk, w->buf[k], CHUNK_LEN(i));
         }
     }
 #undef CHUNK_LEN
@@ -434,14 +385,12 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
     size_t nw = worker_count(n, c.workers);
     size_t part = ((n + nw - 1) / nw + PAGE - 1) & ~(PAGE - 1); /* whole pages per thread */
     worker w[MAX_WORKERS];
-    pthread_t tid[MAX_WORKERS], ptid[MAX_WORKERS];
-    int started[MAX_WORKERS] = {0}, pstarted[MAX_WORKERS] = {0};
+    pthread_t ptid[MAX_WORKERS];
+    int pstarted[MAX_WORKERS] = {0};
     size_t used = 0, parts = 0;
     for (; parts < nw && used < n; parts++) {
         size_t len = n - used < part ? n - used : part;
-        w[parts] = (worker){.dir = dir, .depth = c.depth,
-                            .streaming = (c.nt & (dir == TO_DEVICE ? 1 : 2)) != 0,
-                            .ctx = ctx, .stream = s,
+        w[parts] = (worker){.dir = dir, .depth = c.depth, .ctx = ctx, .stream = s,
                             .dev = dev + used, .host = host + used, .len = len,
                             .chunk = c.chunk, .rc = CUDA_SUCCESS};
         for (int k = 0; k < c.depth; k++)
@@ -457,19 +406,7 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
     int npf = dir == TO_HOST && n >= MIN_PREFAULT && page_missing(host) ? c.prefault : 0;
     for (int i = 0; i < npf; i++)
         pstarted[i] = pthread_create(&ptid[i], NULL, prefault_run, &pf) == 0;
-    if (c.pool)
-        pool_run(w, nw);
-    else {
-        for (size_t i = 1; i < nw; i++)
-            started[i] = pthread_create(&tid[i], NULL, worker_run, &w[i]) == 0;
-        worker_run(&w[0]);
-        for (size_t i = 1; i < nw; i++) {
-            if (started[i])
-                pthread_join(tid[i], NULL);
-            else
-                worker_run(&w[i]); /* no thread to be had: do its part here */
-        }
-    }
+    pool_run(w, nw);
     atomic_store(&pf.stop, 1);
     for (int i = 0; i < npf; i++)
         if (pstarted[i])
@@ -562,15 +499,12 @@ bc_dtoh_staged(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(staging_config_doc,
-"_staging_config(workers=None, chunk_mib=None, depth=None, prefault=None, nt=None,\n"
-"                pool=None)\n--\n\n"
+"_staging_config(workers=None, chunk_mib=None, depth=None, prefault=None)\n--\n\n"
 "The settings of staged copies, changed where given: `workers` threads (1 to 16)\n"
 "with `depth` pinned buffers (2 to 4) of `chunk_mib` MiB (1 to 64) each, and\n"
 "`prefault` threads (0 to 16) populating a new destination array of a copy to the\n"
-"host, `nt` (0 to 3) which directions copy with streaming stores (1 to the\n"
-"device, 2 to the host) and `pool` (1: the workers are kept threads, 0: started\n"
-"for each copy).  Returns them as a dict.  For benchmarks; the defaults come from\n"
-"the environment (BARECUDA_STAGE_WORKERS, _DEPTH, _CHUNK_MIB, _PREFAULT, _NT, _POOL).");
+"host.  Returns them as a dict.  For benchmarks; the defaults come from the\n"
+"environment (BARECUDA_STAGE_WORKERS, _DEPTH, _CHUNK_MIB, _PREFAULT).");
 
 static int
 config_arg(PyObject *v, const char *name, long lo, long hi, int *out)
@@ -587,10 +521,10 @@ config_arg(PyObject *v, const char *name, long lo, long hi, int *out)
 static PyObject *
 bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"workers", "chunk_mib", "depth", "prefault", "nt", "pool", NULL};
-    PyObject *ow = NULL, *oc = NULL, *od = NULL, *op = NULL, *on = NULL, *ol = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOOO:_staging_config", kwlist, &ow, &oc,
-                                     &od, &op, &on, &ol))
+    static char *kwlist[] = {"workers", "chunk_mib", "depth", "prefault", NULL};
+    PyObject *ow = NULL, *oc = NULL, *od = NULL, *op = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO:_staging_config", kwlist, &ow, &oc,
+                                     &od, &op))
         return NULL;
     pthread_once(&config_once, config_from_env);
     stage_config c = cfg;
@@ -598,8 +532,7 @@ bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (config_arg(ow, "workers", 1, MAX_WORKERS, &c.workers) < 0 ||
         config_arg(oc, "chunk_mib", 1, MAX_CHUNK_MIB, &mib) < 0 ||
         config_arg(od, "depth", 2, MAX_DEPTH, &c.depth) < 0 ||
-        config_arg(op, "prefault", 0, MAX_WORKERS, &c.prefault) < 0 ||
-        config_arg(on, "nt", 0, 3, &c.nt) < 0 || config_arg(ol, "pool", 0, 1, &c.pool) < 0)
+        config_arg(op, "prefault", 0, MAX_WORKERS, &c.prefault) < 0)
         return NULL;
     c.chunk = (size_t)mib << 20;
     Py_BEGIN_ALLOW_THREADS
@@ -607,8 +540,8 @@ bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     cfg = c;
     pthread_mutex_unlock(&stage_lock);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("{sisisisisisi}", "workers", c.workers, "chunk_mib", mib, "depth",
-                         c.depth, "prefault", c.prefault, "nt", c.nt, "pool", c.pool);
+    return Py_BuildValue("{sisisisi}", "workers", c.workers, "chunk_mib", mib, "depth", c.depth,
+                         "prefault", c.prefault);
 }
 
 /* ---- host memory registered for barecuda._kept */

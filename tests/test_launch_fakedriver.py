@@ -100,9 +100,14 @@ def test_launches_hand_the_driver_the_packed_bytes(fake_driver):
         assert last_launch() == ((1, 1, 1, 32, 1, 1, 0), want)
         f(*cargs, block=(8, 2), grid=(3, 2), shared=16)
         assert last_launch() == ((3, 2, 1, 8, 2, 1, 16), want)
+        # the benchmark's bare reference makes the same launch from bytes packed once
+        _driver._bench_arm(f, (2, 1, 1), (64, 1, 1), cargs)
+        _driver._bench_fire(1, 2, block=3)          # its arguments are ignored
+        assert last_launch() == ((2, 1, 1, 64, 1, 1, 0), want)
+        _driver._bench_arm(None)
         f.prepare(kinds)
         L.prepared_loop(f, L.prepared_args(n, a, b))(2)
-        assert fake.fake_launch_count() == before + 6
+        assert fake.fake_launch_count() == before + 7
         assert last_launch() == ((1, 1, 1, 32, 1, 1, 0), want)
         f.prepared_async_call((2,), (4,), None, *L.prepared_args(n, a, b), shared_size=8)
         assert last_launch() == ((2, 1, 1, 4, 1, 1, 8), want)

@@ -8,7 +8,7 @@ import pytest
 from barecuda import _driver
 
 MiB = 1 << 20
-KEYS = {"workers", "chunk_mib", "depth", "prefault", "nt", "pool"}
+KEYS = {"workers", "chunk_mib", "depth", "prefault"}
 
 
 @pytest.fixture
@@ -21,8 +21,8 @@ def restore_config():
 def test_config_reads_and_sets(restore_config):
     cur = _driver._staging_config()
     assert set(cur) == KEYS and all(type(v) is int for v in cur.values())
-    new = _driver._staging_config(workers=3, chunk_mib=5, depth=4, prefault=0, nt=2, pool=0)
-    assert new == {"workers": 3, "chunk_mib": 5, "depth": 4, "prefault": 0, "nt": 2, "pool": 0}
+    new = _driver._staging_config(workers=3, chunk_mib=5, depth=4, prefault=0)
+    assert new == {"workers": 3, "chunk_mib": 5, "depth": 4, "prefault": 0}
     assert _driver._staging_config() == new
     assert _driver._staging_config(depth=3)["depth"] == 3          # the others kept
     assert _driver._staging_config()["workers"] == 3
@@ -32,7 +32,6 @@ def test_config_reads_and_sets(restore_config):
     ({"workers": 0}, "workers"), ({"workers": 17}, "workers"), ({"depth": 1}, "depth"),
     ({"depth": 5}, "depth"), ({"chunk_mib": 0}, "chunk_mib"), ({"chunk_mib": 65}, "chunk_mib"),
     ({"prefault": -1}, "prefault"), ({"prefault": 2**70}, "prefault"),
-    ({"nt": -1}, "nt"), ({"nt": 4}, "nt"), ({"pool": 2}, "pool"), ({"pool": -1}, "pool"),
 ])
 def test_config_rejects_out_of_range(restore_config, kw, msg):
     before = _driver._staging_config()
@@ -52,11 +51,10 @@ def test_config_rejects_wrong_types(restore_config):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", [
-    {"workers": 1, "chunk_mib": 1, "depth": 2, "prefault": 0, "nt": 0, "pool": 1},
-    {"workers": 3, "chunk_mib": 1, "depth": 3, "prefault": 2, "nt": 3, "pool": 0},
-    {"workers": 8, "chunk_mib": 8, "depth": 4, "prefault": 8, "nt": 1, "pool": 1},
-    {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 16, "nt": 2, "pool": 1},
-    {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 0, "nt": 0, "pool": 0},
+    {"workers": 1, "chunk_mib": 1, "depth": 2, "prefault": 0},
+    {"workers": 3, "chunk_mib": 1, "depth": 3, "prefault": 2},
+    {"workers": 8, "chunk_mib": 8, "depth": 4, "prefault": 8},
+    {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 16},
 ])
 @pytest.mark.parametrize("n", [MiB, 3 * MiB + 17, 40 * MiB + 123, 130 * MiB + 4097])
 def test_round_trips_under_every_setting(ctx, rng, restore_config, cfg, n):
@@ -101,7 +99,7 @@ def test_kept_threads_serve_copies_from_many_threads(ctx, rng, restore_config):
     byte arrives, whichever way each copy went."""
     import threading
     from barecuda import driver as drv
-    _driver._staging_config(workers=6, pool=1)
+    _driver._staging_config(workers=6)
     n = 24 * MiB + 5
     hosts = [rng.integers(0, 256, n, dtype=np.uint8) for _ in range(4)]
     devs = [drv.mem_alloc(n) for _ in hosts]

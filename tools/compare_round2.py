@@ -111,9 +111,8 @@ def copies():
     existing = np.empty_like(host)
     existing[:] = 1
     old = _driver._staging_config()
-    settings = [old, {"pool": 0}, old, {"pool": 0}, {"pool": 1, "chunk_mib": 1},
-                {"pool": 1, "chunk_mib": 4}, {"pool": 1, "depth": 3}, {"pool": 1, "nt": 1},
-                {"pool": 1, "workers": 12}]
+    settings = [old, {"chunk_mib": 1}, {"chunk_mib": 4}, {"depth": 3}, {"workers": 12},
+                {"workers": 8, "chunk_mib": 4}]
     try:
         for s in settings:
             _driver._staging_config(**old)

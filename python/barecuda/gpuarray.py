@@ -410,7 +410,7 @@ class GPUArray(_cdrv._ArrayBase):
             if async_:
                 _drv.memcpy_dtoh_async(ary, src.ptr, stream)
                 return ary
-            if not new:
+            if not new and ary.nbytes >= _kept.MIN_BYTES:
                 _kept.note_copy(ary)        # an array the program keeps: maybe registered
             if stream is None:
                 _dtoh_staged(ary, src.ptr)
@@ -909,7 +909,8 @@ def _htod(ptr: int, host: npt.NDArray[Any], async_: bool, stream: Stream | None)
     if async_:
         _drv.memcpy_htod_async(ptr, host, stream)
         return
-    _kept.note_copy(host)
+    if host.nbytes >= _kept.MIN_BYTES:
+        _kept.note_copy(host)   # an array the program keeps: maybe registered
     if stream is None:
         _htod_staged(ptr, host)
     else:

@@ -236,30 +236,32 @@ def run() -> list[dict[str, Any]]:
     # Beside each: the same call site calling _driver._bench_fire, which makes the
     # same launch from arguments packed beforehand and handles none of its own:
     # the least any binding can cost at that call site.
-    for n in ARG_COUNTS:
-        _driver._bench_arm(funcs[n], GRID, BLOCK, cargs[n])
-        (value, floor, ratio), (bare, bfloor, bratio) = _interleaved(
-            c_floor(funcs[n], cargs[n]), _timed(call_loop(funcs[n], cargs[n]), ctx_sync),
-            _timed(call_loop(_driver._bench_fire, cargs[n]), ctx_sync))
-        floors[n] = floor
-        rows.append(_row(f"launch __call__, empty kernel, {n} args", value, floor, ratio=ratio,
-                         target=CALL_TARGET,
-                         note=_site_note(call_loop(_driver._bench_noop, cargs[n]), value, floor)))
-        rows.append(_row(f"  its call site, no argument handled, {n} args", bare, bfloor,
-                         ratio=bratio, note=f"__call__ / this {value / bare:.3f}"))
+    try:
+        for n in ARG_COUNTS:
+            _driver._bench_arm(funcs[n], GRID, BLOCK, cargs[n])
+            (value, floor, ratio), (bare, bfloor, bratio) = _interleaved(
+                c_floor(funcs[n], cargs[n]), _timed(call_loop(funcs[n], cargs[n]), ctx_sync),
+                _timed(call_loop(_driver._bench_fire, cargs[n]), ctx_sync))
+            floors[n] = floor
+            rows.append(_row(f"launch __call__, empty kernel, {n} args", value, floor, ratio=ratio,
+                             target=CALL_TARGET,
+                             note=_site_note(call_loop(_driver._bench_noop, cargs[n]), value, floor)))
+            rows.append(_row(f"  its call site, no argument handled, {n} args", bare, bfloor,
+                             ratio=bratio, note=f"__call__ / this {value / bare:.3f}"))
 
-    for n in ARG_COUNTS:
-        funcs[n].prepare(prepared_signature(n))
-        _driver._bench_arm(funcs[n], GRID, BLOCK, cargs[n])
-        (value, floor, ratio), (bare, bfloor, bratio) = _interleaved(
-            c_floor(funcs[n], cargs[n]), _timed(prepared_loop(funcs[n], pargs[n]), ctx_sync),
-            _timed(prepared_loop(_FireKernel, pargs[n]), ctx_sync))
-        rows.append(_row(f"launch prepared_call, {n} args", value, floor, ratio=ratio,
-                         target=PREPARED_TARGET,
-                         note=_site_note(prepared_loop(_NoOpKernel, pargs[n]), value, floor)))
-        rows.append(_row(f"  its prepared call site, no argument handled, {n} args", bare, bfloor,
-                         ratio=bratio, note=f"prepared_call / this {value / bare:.3f}"))
-    _driver._bench_arm(None)
+        for n in ARG_COUNTS:
+            funcs[n].prepare(prepared_signature(n))
+            _driver._bench_arm(funcs[n], GRID, BLOCK, cargs[n])
+            (value, floor, ratio), (bare, bfloor, bratio) = _interleaved(
+                c_floor(funcs[n], cargs[n]), _timed(prepared_loop(funcs[n], pargs[n]), ctx_sync),
+                _timed(prepared_loop(_FireKernel, pargs[n]), ctx_sync))
+            rows.append(_row(f"launch prepared_call, {n} args", value, floor, ratio=ratio,
+                             target=PREPARED_TARGET,
+                             note=_site_note(prepared_loop(_NoOpKernel, pargs[n]), value, floor)))
+            rows.append(_row(f"  its prepared call site, no argument handled, {n} args", bare, bfloor,
+                             ratio=bratio, note=f"prepared_call / this {value / bare:.3f}"))
+    finally:
+        _driver._bench_arm(None)     # the armed Function holds its module
 
     # 64 arguments as a program holds them: in a tuple, spread into the call
     n = ARG_COUNTS[-1]
