@@ -24,7 +24,7 @@
  * worker threads are kept between copies (pool_run).
  *
  * The settings come from the environment on first use (BARECUDA_STAGE_WORKERS,
- * _CHUNK_KIB, _DEPTH, _PREFAULT) and can be changed by
+ * _CHUNK_MIB, _DEPTH, _PREFAULT) and can be changed by
  * _staging_config(), so that variants can be compared in one process. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
@@ -47,8 +47,7 @@
 
 #define MAX_WORKERS 16
 #define MAX_DEPTH 4
-#define MIN_CHUNK_KIB 64
-#define MAX_CHUNK_KIB (64 << 10)
+#define MAX_CHUNK_MIB 64
 #define PER_WORKER ((size_t)8 << 20)   /* bytes that justify one more thread */
 #define MIN_STAGED ((size_t)1 << 20)   /* smaller copies go to the driver as they are */
 #define MIN_PREFAULT ((size_t)16 << 20) /* smaller new destinations fault in the workers */
@@ -58,12 +57,12 @@ enum { TO_DEVICE, TO_HOST };
 
 typedef struct {
     int workers, depth, prefault; /* prefault: threads, 0 none */
-    size_t chunk, ramp;           /* bytes; ramp 0: every chunk full (see chunk_len) */
+    size_t chunk;                 /* bytes */
 } stage_config;
 
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
-static stage_config cfg = {8, 2, 8, (size_t)2 << 20, 0}; /* stage_lock held to change */
+static stage_config cfg = {8, 2, 8, (size_t)2 << 20}; /* stage_lock held to change */
 static char *stage_mem;   /* cfg.workers * cfg.depth * cfg.chunk pinned bytes, or NULL */
 static size_t stage_size; /* its size */
 
@@ -94,10 +93,8 @@ config_from_env(void)
     cfg.workers = (int)env_long("BARECUDA_STAGE_WORKERS", cfg.workers, 1, MAX_WORKERS);
     cfg.depth = (int)env_long("BARECUDA_STAGE_DEPTH", cfg.depth, 2, MAX_DEPTH);
     cfg.prefault = (int)env_long("BARECUDA_STAGE_PREFAULT", cfg.prefault, 0, MAX_WORKERS);
-    cfg.chunk = (size_t)env_long("BARECUDA_STAGE_CHUNK_KIB", (long)(cfg.chunk >> 10),
-                                 MIN_CHUNK_KIB, MAX_CHUNK_KIB) << 10;
-    cfg.ramp = (size_t)env_long("BARECUDA_STAGE_RAMP_KIB", (long)(cfg.ramp >> 10), 0,
-                                MAX_CHUNK_KIB) << 10;
+    cfg.chunk = (size_t)env_long("BARECUDA_STAGE_CHUNK_MIB", (long)(cfg.chunk >> 20), 1,
+                                 MAX_CHUNK_MIB) << 20;
 }
 
 /* ---- populating a new destination ahead of the workers */
@@ -153,28 +150,10 @@ typedef struct {
     CUstream stream;
     CUdeviceptr dev;
     char *host;
-    size_t len, chunk, ramp;
+    size_t len, chunk;
     char *buf[MAX_DEPTH];
     CUresult rc;
 } worker;
-
-/* The length of the next chunk, `done` bytes of the part moved and `left` to go.
- * With a ramp, a part's first chunks to the device start small and double
- * (ramp, ramp, 2 ramp, ... chunk), so that the DMA starts after a short memcpy
- * rather than after every worker's first full chunk; and its last chunks to the
- * host halve down to the ramp, so that little is left to copy out after the
- * last DMA.  Whole pages, except for the part's end. */
-static size_t
-chunk_len(int dir, size_t done, size_t left, size_t chunk, size_t ramp)
-{
-    size_t sz = chunk;
-    if (ramp != 0 && dir == TO_DEVICE && done < chunk)
-        sz = done > ramp ? done : ramp;
-    else if (ramp != 0 && dir == TO_HOST && left <= 2 * chunk)
-        sz = left <= 2 * ramp ? left : ((left / 2 + PAGE - 1) & ~(PAGE - 1));
-    sz = sz < chunk ? sz : chunk; /* the buffer's size, whatever the ramp */
-    return sz < left ? sz : left;
-}
 
 /* Move w->len bytes with w->depth chunks in flight: the host side of one chunk
  * overlaps the DMA of the others.  Returns with no DMA pending on its buffers. */
@@ -183,39 +162,37 @@ worker_run(void *arg)
 {
     worker *w = arg;
     const int depth = w->depth;
+    const size_t chunk = w->chunk;
     CUevent ev[MAX_DEPTH] = {NULL};
     int pending[MAX_DEPTH] = {0};
-    size_t at[MAX_DEPTH], len[MAX_DEPTH]; /* the chunk each buffer holds or awaits */
     CUresult rc = bc_drv.cuCtxSetCurrent(w->ctx);
     for (int k = 0; k < depth && rc == CUDA_SUCCESS; k++)
         rc = bc_drv.cuEventCreate(&ev[k], CU_EVENT_DISABLE_TIMING);
+    size_t nchunks = (w->len + chunk - 1) / chunk;
+#define CHUNK_LEN(i) ((i) + 1 < nchunks ? chunk : w->len - (i) * chunk)
     if (w->dir == TO_DEVICE) {
-        for (size_t i = 0, off = 0; off < w->len && rc == CUDA_SUCCESS; i++) {
+        for (size_t i = 0; i < nchunks && rc == CUDA_SUCCESS; i++) {
             int k = (int)(i % (size_t)depth);
             if (pending[k]) {
                 pending[k] = 0;
                 if ((rc = bc_drv.cuEventSynchronize(ev[k])) != CUDA_SUCCESS)
                     break;
             }
-            size_t n = chunk_len(TO_DEVICE, off, w->len - off, w->chunk, w->ramp);
-            memcpy(w->buf[k], w->host + off, n);
-            rc = bc_drv.cuMemcpyHtoDAsync(w->dev + off, w->buf[k], n, w->stream);
+            memcpy(w->buf[k], w->host + i * chunk, CHUNK_LEN(i));
+            rc = bc_drv.cuMemcpyHtoDAsync(w->dev + i * chunk, w->buf[k], CHUNK_LEN(i), w->stream);
             if (rc == CUDA_SUCCESS && (rc = bc_drv.cuEventRecord(ev[k], w->stream)) == CUDA_SUCCESS)
                 pending[k] = 1;
-            off += n;
         }
     } else {
         /* chunks up to i + depth - 1 are requested before chunk i is copied out */
-        size_t issued = 0, off = 0;
-        for (size_t i = 0; (i < issued || off < w->len) && rc == CUDA_SUCCESS; i++) {
-            while (off < w->len && issued < i + (size_t)depth && rc == CUDA_SUCCESS) {
+        size_t issued = 0;
+        for (size_t i = 0; i < nchunks && rc == CUDA_SUCCESS; i++) {
+            while (issued < nchunks && issued < i + (size_t)depth && rc == CUDA_SUCCESS) {
                 int k = (int)(issued % (size_t)depth);
-                at[k] = off;
-                len[k] = chunk_len(TO_HOST, off, w->len - off, w->chunk, w->ramp);
-                rc = bc_drv.cuMemcpyDtoHAsync(w->buf[k], w->dev + off, len[k], w->stream);
+                rc = bc_drv.cuMemcpyDtoHAsync(w->buf[k], w->dev + issued * chunk,
+                                              CHUNK_LEN(issued), w->stream);
                 if (rc == CUDA_SUCCESS && (rc = bc_drv.cuEventRecord(ev[k], w->stream)) == CUDA_SUCCESS)
                     pending[k] = 1;
-                off += len[k];
                 issued++;
             }
             if (rc != CUDA_SUCCESS)
@@ -223,9 +200,10 @@ worker_run(void *arg)
             int k = (int)(i % (size_t)depth);
             pending[k] = 0;
             if ((rc = bc_drv.cuEventSynchronize(ev[k])) == CUDA_SUCCESS)
-                memcpy(w->host + at[k], w->buf[k], len[k]);
+                memcpy(w->host + i * chunk, w->buf[k], CHUNK_LEN(i));
         }
     }
+#undef CHUNK_LEN
     for (int k = 0; k < depth; k++) {
         if (pending[k])
             bc_drv.cuEventSynchronize(ev[k]); /* the buffers are reused: drain even after an error */
@@ -414,7 +392,7 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
         size_t len = n - used < part ? n - used : part;
         w[parts] = (worker){.dir = dir, .depth = c.depth, .ctx = ctx, .stream = s,
                             .dev = dev + used, .host = host + used, .len = len,
-                            .chunk = c.chunk, .ramp = c.ramp, .rc = CUDA_SUCCESS};
+                            .chunk = c.chunk, .rc = CUDA_SUCCESS};
         for (int k = 0; k < c.depth; k++)
             w[parts].buf[k] = stage_mem + ((size_t)c.depth * parts + (size_t)k) * c.chunk;
         used += len;
@@ -521,14 +499,12 @@ bc_dtoh_staged(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(staging_config_doc,
-"_staging_config(workers=None, chunk_kib=None, depth=None, prefault=None, ramp_kib=None)\n--\n\n"
+"_staging_config(workers=None, chunk_mib=None, depth=None, prefault=None)\n--\n\n"
 "The settings of staged copies, changed where given: `workers` threads (1 to 16)\n"
-"with `depth` pinned buffers (2 to 4) of `chunk_kib` KiB (64 to 65536) each, and\n"
+"with `depth` pinned buffers (2 to 4) of `chunk_mib` MiB (1 to 64) each, and\n"
 "`prefault` threads (0 to 16) populating a new destination array of a copy to the\n"
-"host, and chunks that grow from (to the device) or shrink to (to the host)\n"
-"`ramp_kib` KiB at the ends of each thread's part (0: off, else 64 to 65536).\n"
-"Returns them as a dict.  For benchmarks; the defaults come from the environment\n"
-"(BARECUDA_STAGE_WORKERS, _DEPTH, _CHUNK_KIB, _PREFAULT, _RAMP_KIB).");
+"host.  Returns them as a dict.  For benchmarks; the defaults come from the\n"
+"environment (BARECUDA_STAGE_WORKERS, _DEPTH, _CHUNK_MIB, _PREFAULT).");
 
 static int
 config_arg(PyObject *v, const char *name, long lo, long hi, int *out)
@@ -545,34 +521,27 @@ config_arg(PyObject *v, const char *name, long lo, long hi, int *out)
 static PyObject *
 bc_staging_config(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"workers", "chunk_kib", "depth", "prefault", "ramp_kib", NULL};
-    PyObject *ow = NULL, *oc = NULL, *od = NULL, *op = NULL, *orp = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOO:_staging_config", kwlist, &ow, &oc,
-                                     &od, &op, &orp))
+    static char *kwlist[] = {"workers", "chunk_mib", "depth", "prefault", NULL};
+    PyObject *ow = NULL, *oc = NULL, *od = NULL, *op = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO:_staging_config", kwlist, &ow, &oc,
+                                     &od, &op))
         return NULL;
     pthread_once(&config_once, config_from_env);
     stage_config c = cfg;
-    int kib = (int)(c.chunk >> 10), ramp = (int)(c.ramp >> 10);
+    int mib = (int)(c.chunk >> 20);
     if (config_arg(ow, "workers", 1, MAX_WORKERS, &c.workers) < 0 ||
-        config_arg(oc, "chunk_kib", MIN_CHUNK_KIB, MAX_CHUNK_KIB, &kib) < 0 ||
+        config_arg(oc, "chunk_mib", 1, MAX_CHUNK_MIB, &mib) < 0 ||
         config_arg(od, "depth", 2, MAX_DEPTH, &c.depth) < 0 ||
-        config_arg(op, "prefault", 0, MAX_WORKERS, &c.prefault) < 0 ||
-        config_arg(orp, "ramp_kib", 0, MAX_CHUNK_KIB, &ramp) < 0)
+        config_arg(op, "prefault", 0, MAX_WORKERS, &c.prefault) < 0)
         return NULL;
-    if (ramp != 0 && ramp < MIN_CHUNK_KIB) {
-        PyErr_Format(PyExc_ValueError, "ramp_kib must be 0 or %d to %d, not %d", MIN_CHUNK_KIB,
-                     MAX_CHUNK_KIB, ramp);
-        return NULL;
-    }
-    c.chunk = (size_t)kib << 10;
-    c.ramp = (size_t)ramp << 10;
+    c.chunk = (size_t)mib << 20;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&stage_lock); /* no copy runs while the settings change */
     cfg = c;
     pthread_mutex_unlock(&stage_lock);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("{sisisisisi}", "workers", c.workers, "chunk_kib", kib, "depth", c.depth,
-                         "prefault", c.prefault, "ramp_kib", ramp);
+    return Py_BuildValue("{sisisisi}", "workers", c.workers, "chunk_mib", mib, "depth", c.depth,
+                         "prefault", c.prefault);
 }
 
 /* ---- host memory registered for barecuda._kept */

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The settings of staged copies (_staging_config: threads, buffers, chunk size,
-populating helpers, the ramp of chunk sizes at the ends of each thread's part)
-and copies under every combination of them."""
+populating helpers) and copies under every combination of them."""
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import pytest
 from barecuda import _driver
 
 MiB = 1 << 20
-KEYS = {"workers", "chunk_kib", "depth", "prefault", "ramp_kib"}
+KEYS = {"workers", "chunk_mib", "depth", "prefault"}
 
 
 @pytest.fixture
@@ -22,20 +21,17 @@ def restore_config():
 def test_config_reads_and_sets(restore_config):
     cur = _driver._staging_config()
     assert set(cur) == KEYS and all(type(v) is int for v in cur.values())
-    new = _driver._staging_config(workers=3, chunk_kib=320, depth=4, prefault=0, ramp_kib=64)
-    assert new == {"workers": 3, "chunk_kib": 320, "depth": 4, "prefault": 0, "ramp_kib": 64}
+    new = _driver._staging_config(workers=3, chunk_mib=5, depth=4, prefault=0)
+    assert new == {"workers": 3, "chunk_mib": 5, "depth": 4, "prefault": 0}
     assert _driver._staging_config() == new
     assert _driver._staging_config(depth=3)["depth"] == 3          # the others kept
     assert _driver._staging_config()["workers"] == 3
-    assert _driver._staging_config(ramp_kib=0)["ramp_kib"] == 0
 
 
 @pytest.mark.parametrize("kw,msg", [
     ({"workers": 0}, "workers"), ({"workers": 17}, "workers"), ({"depth": 1}, "depth"),
-    ({"depth": 5}, "depth"), ({"chunk_kib": 63}, "chunk_kib"), ({"chunk_kib": 65537}, "chunk_kib"),
+    ({"depth": 5}, "depth"), ({"chunk_mib": 0}, "chunk_mib"), ({"chunk_mib": 65}, "chunk_mib"),
     ({"prefault": -1}, "prefault"), ({"prefault": 2**70}, "prefault"),
-    ({"ramp_kib": -1}, "ramp_kib"), ({"ramp_kib": 63}, "ramp_kib must be 0 or 64"),
-    ({"ramp_kib": 65537}, "ramp_kib"),
 ])
 def test_config_rejects_out_of_range(restore_config, kw, msg):
     before = _driver._staging_config()
@@ -55,11 +51,10 @@ def test_config_rejects_wrong_types(restore_config):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", [
-    {"workers": 1, "chunk_kib": 64, "depth": 2, "prefault": 0, "ramp_kib": 0},
-    {"workers": 3, "chunk_kib": 1024, "depth": 3, "prefault": 2, "ramp_kib": 64},
-    {"workers": 8, "chunk_kib": 8192, "depth": 4, "prefault": 8, "ramp_kib": 0},
-    {"workers": 16, "chunk_kib": 2048, "depth": 2, "prefault": 16, "ramp_kib": 256},
-    {"workers": 5, "chunk_kib": 1024, "depth": 2, "prefault": 0, "ramp_kib": 4096},
+    {"workers": 1, "chunk_mib": 1, "depth": 2, "prefault": 0},
+    {"workers": 3, "chunk_mib": 1, "depth": 3, "prefault": 2},
+    {"workers": 8, "chunk_mib": 8, "depth": 4, "prefault": 8},
+    {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 16},
 ])
 @pytest.mark.parametrize("n", [MiB, 3 * MiB + 17, 40 * MiB + 123, 130 * MiB + 4097])
 def test_round_trips_under_every_setting(ctx, rng, restore_config, cfg, n):
