@@ -22,8 +22,11 @@ dependencies merely moved (a header touched, not changed) is found again and
 its record renewed.
 
 Entries are written to a private temporary file and renamed, and checked when
-read (magic, lengths and a BLAKE2b digest of everything after the digest): a
-damaged entry is reported as None.
+read (magic, lengths and a 128-bit checksum of everything after it): a damaged
+entry is reported as False.  Reading an entry and comparing its dependencies
+with the filesystem are done in C (src/diskcache.c), which also computes the
+checksum: a hit in a new process runs that code once, cold, and in Python most
+of its cost was the interpreter's first pass over it.
 """
 
 from __future__ import annotations
@@ -34,13 +37,16 @@ import struct
 import sys
 import threading
 
+from barecuda import _driver
+
 try:                        # hashlib would load OpenSSL: milliseconds at import
     from _blake2 import blake2b
 except ImportError:         # pragma: no cover - CPython always has it
     from hashlib import blake2b
 
-MAGIC = b"BCKCACH2"
+MAGIC = b"BCKCACH3"
 #: magic, digest (of all bytes after it), full key, metadata length, image length, kind
+#: (src/diskcache.c reads this layout)
 HEAD = struct.Struct("<8s16s32sIQB7x")
 KINDS = ("cubin", "ptx", "fatbin")
 ENTRY_SUFFIX = ".bin"
@@ -61,15 +67,6 @@ class Entry:
         self.image = image
 
 
-def quick_key(parts: tuple[str, ...]) -> bytes:
-    """A 32-byte hash of `parts` (strings), each ended by a separator."""
-    h = blake2b(digest_size=32)
-    for part in parts:
-        h.update(part.encode("utf-8", "surrogateescape"))
-        h.update(b"\1")
-    return h.digest()
-
-
 def sig(path: str) -> tuple[int, int, int] | None:
     """(inode, size, mtime_ns) of `path` (symbolic links followed), None if absent."""
     try:
@@ -84,7 +81,7 @@ def nvidia_dirs() -> tuple:
     and toolkit headers from pip packages are looked for."""
     out = []
     for entry in sys.path:
-        if entry:
+        if isinstance(entry, str) and entry:     # as _driver._cache_deps_current walks it
             p = os.path.join(entry, "nvidia")
             s = sig(p)
             if s is not None:
@@ -92,42 +89,22 @@ def nvidia_dirs() -> tuple:
     return tuple(out)
 
 
-def read(path: str) -> bytes | None:
-    """The whole file at `path` in one read, or None when it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        # one read of the size fstat gives (a large fixed buffer would cost page faults)
-        want = os.fstat(fd).st_size + 1
-        data = os.read(fd, want)
-        if len(data) == want:       # it grew meanwhile: read the rest
-            chunks = [data]
-            while data:
-                data = os.read(fd, 1 << 16)
-                chunks.append(data)
-            data = b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data
+def entry(got) -> Entry | bool | None:
+    """The Entry of what _driver._cache_read or _cache_quick gave: None (no
+    file) and False (not an intact entry) as they are."""
+    if not got:
+        return got
+    key, kind, meta, image = got
+    if kind >= len(KINDS) or type(meta) is not tuple or len(meta) != 4:
+        return False
+    arch, names, log, deps = meta
+    return Entry(key, KINDS[kind], arch, names, log, deps, image)
 
 
-def parse(data: bytes) -> Entry | None:
-    """The Entry in `data`, or None when it is not an intact entry."""
-    if len(data) < HEAD.size:
-        return None
-    magic, digest, key, mlen, ilen, kind = HEAD.unpack_from(data)
-    if (magic != MAGIC or kind >= len(KINDS) or len(data) != HEAD.size + mlen + ilen
-            or blake2b(memoryview(data)[24:], digest_size=16).digest() != digest):
-        return None
-    try:    # written by us (the digest matched), so marshal sees its own output
-        arch, names, log, deps = marshal.loads(memoryview(data)[HEAD.size:HEAD.size + mlen])
-    except (ValueError, EOFError, TypeError):
-        return None
-    return Entry(key, KINDS[kind], arch, names, log, deps, data[HEAD.size + mlen:])
+def load(path: str) -> Entry | bool | None:
+    """The Entry at `path`; None when it cannot be read, False when it is not an
+    intact entry."""
+    return entry(_driver._cache_read(path))
 
 
 def _replace(directory, path, write):
@@ -149,10 +126,8 @@ def write(directory: str, key: bytes, kind: str, arch: str, image: bytes,
     """Write the entry of `key` atomically; returns its file name."""
     meta = marshal.dumps((arch, dict(names), log, deps))
     body = HEAD.pack(MAGIC, bytes(16), key, len(meta), len(image), KINDS.index(kind))[24:]
-    h = blake2b(body, digest_size=16)
-    h.update(meta)
-    h.update(image)
-    data = MAGIC + h.digest() + body + meta + image
+    rest = body + meta + image
+    data = MAGIC + _driver._cache_digest(rest) + rest
     name = key.hex() + ENTRY_SUFFIX
 
     def put(tmp):
@@ -162,9 +137,14 @@ def write(directory: str, key: bytes, kind: str, arch: str, image: bytes,
     return name
 
 
+def link_path(directory: str, qkey: bytes) -> str:
+    """Where the link of quick key `qkey` is (as _driver._cache_quick names it)."""
+    return os.path.join(directory, qkey.hex() + LINK_SUFFIX)
+
+
 def link(directory: str, qkey: bytes, name: str) -> None:
     """Point the quick key's link at the entry file `name` (same directory)."""
-    path = os.path.join(directory, qkey.hex() + LINK_SUFFIX)
+    path = link_path(directory, qkey)
     try:
         if os.readlink(path) == name:
             return

@@ -396,6 +396,10 @@ def _raise_compile_error(err, source, offset, options, what):
 
 # ------------------------------------------------------------ disk entries
 
+#: the environment variables that steer the search for NVRTC and the toolkit,
+#: part of the quick key
+_QUICK_ENV = ("BARECUDA_NVRTC", "CUDA_HOME", "CUDA_PATH")
+
 def _env_deps(nvrtc_path):
     """The dependencies recorded with an NVRTC entry (see _diskcache): the paths
     whose stat stands for the NVRTC library, barecuda's headers and the toolkit's."""
@@ -597,26 +601,19 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
                          cache_path=path, dirs=user_dirs)
 
     if use_disk and backend == "nvrtc":
-        # the fast look-up: a hash of what is known without the filesystem, one
-        # read of the entry its link points at, a stat of each recorded dependency
-        env = os.environ
-        qkey = _diskcache.quick_key((
-            "barecuda-kernel-cache-2", barecuda.__version__, target, arch_key,
+        # the fast look-up, in C: a hash of what is known without the filesystem,
+        # one read of the entry its link points at, a stat of each recorded dependency
+        qkey, got, current = _driver._cache_quick(directory, (
+            "barecuda-kernel-cache-3", barecuda.__version__, target, arch_key,
             "\0".join(opts), "\0".join(include_dirs), INCLUDE_DIR, NVRTC_STD_INCLUDE_DIR,
-            _PRELUDE, env.get("BARECUDA_NVRTC", ""), env.get("CUDA_HOME", ""),
-            env.get("CUDA_PATH", ""), "\0".join(name_expressions), full))
-        qpath = os.path.join(directory, qkey.hex() + _diskcache.LINK_SUFFIX)
-        data = _diskcache.read(qpath)
-        seen = None
-        if data is not None:
-            seen = _diskcache.parse(data)
-            if seen is None:
-                bad.append(qpath)
-            elif seen.deps is not None:
-                deps = seen.deps
-                if _deps_now([p for p, _ in deps[0]], user_dirs) == deps:
-                    stats["disk_quick_hits"] += 1
-                    return hit(seen, deps[2], qpath)
+            _PRELUDE, "\0".join(name_expressions), full), _QUICK_ENV)
+        seen = _diskcache.entry(got)
+        if seen is False:
+            bad.append(qkey)
+            seen = None
+        elif current and seen.deps[2] == (_header_stamp(user_dirs) if user_dirs else ()):
+            stats["disk_quick_hits"] += 1
+            return hit(seen, seen.deps[2], _diskcache.link_path(directory, qkey))
         quick = (qkey, seen)
 
     if backend == "nvrtc":
@@ -633,7 +630,7 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
 
     def make_key(cid):
         h = _diskcache.blake2b(digest_size=32)
-        for part in ("barecuda-kernel-cache-2", barecuda.__version__, backend, cid or "?",
+        for part in ("barecuda-kernel-cache-3", barecuda.__version__, backend, cid or "?",
                      target, arch_key, code if backend == "nvcc" and code else "",
                      "\0".join(rest), "\0".join(name_expressions), full):
             h.update(part.encode("utf-8", "surrogateescape"))
@@ -653,12 +650,10 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
         if quick is not None and quick[1] is not None and quick[1].key == key:
             entry = quick[1]        # the link's entry after all: only its record moved
         else:
-            data = _diskcache.read(os.path.join(directory, name))
-            if data is not None:
-                entry = _diskcache.parse(data)
-                if entry is None or entry.key != key:
-                    bad.append(name)
-                    entry = None
+            entry = _diskcache.load(os.path.join(directory, name))
+            if entry is False or (entry is not None and entry.key != key):
+                bad.append(name)
+                entry = None
         if entry is None:
             return None
         deps = fresh_deps()

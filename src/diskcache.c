@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: MIT */
+/* The read side of the kernel cache's disk entries (barecuda/_diskcache.py
+ * writes them), in C because a disk-cache hit in a new process is mostly the
+ * interpreter's first, cold run of the code that finds it:
+ *
+ * - _cache_quick: the quick look-up whole: the quick key hashed from the
+ *   compile's inputs and a few environment variables, its link's entry read
+ *   and checked, the dependencies recorded with it compared with the
+ *   filesystem;
+ * - _cache_read: one entry read and checked (the look-up by full key);
+ * - _cache_digest: the checksum an entry carries.
+ *
+ * An entry is HEAD_SIZE bytes of head (magic, digest, full key, metadata
+ * length, image length, kind; the layout of _diskcache.HEAD), the metadata
+ * (marshal) and the image.  The digest is a fast 128-bit hash of every byte
+ * after it, against damage (a torn or truncated file, a flipped bit); the same
+ * hash names the quick key's link.  The full key that names an entry is
+ * BLAKE2b, made in Python. */
+#include "barecuda/common.h"
+#include "barecuda/state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <marshal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAGIC "BCKCACH3"
+#define MAGIC_LEN 8
+#define DIGEST_LEN 16
+#define KEY_LEN 32
+#define HEAD_SIZE 76 /* "<8s16s32sIQB7x" */
+#define DIGEST_FROM (MAGIC_LEN + DIGEST_LEN)
+
+/* ---- the checksum */
+
+static inline uint64_t
+rotl(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+/* SplitMix64's finalizer: every input bit reaches every output bit. */
+static inline uint64_t
+fold(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t
+word(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v; /* host order: a cache read on another byte order just misses */
+}
+
+#define LANE_MUL 0x9E3779B97F4A7C15ULL
+
+/* Four independent lanes over 32-byte blocks (each step a bijection of the lane
+ * for a given word, so no state collapses), the zero-padded tail as a last
+ * block, then the lanes and the length folded into 16 bytes. */
+typedef struct {
+    uint64_t lane[4];
+    unsigned char tail[32];
+    size_t fill;    /* bytes in tail */
+    uint64_t total; /* bytes seen */
+} digest_state;
+
+static void
+digest_init(digest_state *d)
+{
+    *d = (digest_state){{0x243F6A8885A308D3ULL, 0x13198A2E03707344ULL, 0xA4093822299F31D0ULL,
+                         0x082EFA98EC4E6C89ULL}, {0}, 0, 0};
+}
+
+static inline void
+digest_block(digest_state *d, const unsigned char *p)
+{
+    for (int j = 0; j < 4; j++)
+        d->lane[j] = (rotl(d->lane[j], 27) ^ word(p + 8 * j)) * LANE_MUL;
+}
+
+static void
+digest_update(digest_state *d, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    d->total += n;
+    if (d->fill != 0) {
+        size_t take = 32 - d->fill < n ? 32 - d->fill : n;
+        memcpy(d->tail + d->fill, p, take);
+        d->fill += take;
+        p += take;
+        n -= take;
+        if (d->fill < 32)
+            return;
+        digest_block(d, d->tail);
+        d->fill = 0;
+    }
+    for (; n >= 32; p += 32, n -= 32)
+        digest_block(d, p);
+    memcpy(d->tail, p, n);
+    d->fill = n;
+}
+
+static void
+digest_final(digest_state *d, unsigned char out[DIGEST_LEN])
+{
+    memset(d->tail + d->fill, 0, 32 - d->fill);
+    digest_block(d, d->tail);
+    uint64_t h0 = fold(d->lane[0] + rotl(d->lane[2], 17) + d->total);
+    uint64_t h1 = fold(d->lane[1] + rotl(d->lane[3], 43) + h0);
+    h0 = fold(h0 ^ h1);
+    memcpy(out, &h0, 8);
+    memcpy(out + 8, &h1, 8);
+}
+
+static void
+entry_digest(const unsigned char *p, size_t n, unsigned char out[DIGEST_LEN])
+{
+    digest_state d;
+    digest_init(&d);
+    digest_update(&d, p, n);
+    digest_final(&d, out);
+}
+
+PyDoc_STRVAR(cache_digest_doc,
+"_cache_digest(data, /)\n--\n\n"
+"Private, for barecuda._diskcache: the 16-byte checksum of a bytes-like object\n"
+"that a disk entry of the kernel cache carries over everything after it.");
+
+static PyObject *
+bc_cache_digest(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    unsigned char out[DIGEST_LEN];
+    if (view.len > (1 << 20)) {
+        Py_BEGIN_ALLOW_THREADS
+        entry_digest(view.buf, (size_t)view.len, out);
+        Py_END_ALLOW_THREADS
+    } else {
+        entry_digest(view.buf, (size_t)view.len, out);
+    }
+    PyBuffer_Release(&view);
+    return PyBytes_FromStringAndSize((const char *)out, DIGEST_LEN);
+}
+
+/* ---- reading an entry */
+
+/* The whole file into a new bytes object; NULL with *absent set when it
+ * cannot be opened or read (no exception), NULL with an exception on
+ * MemoryError. */
+static PyObject *
+read_file(const char *path, int *absent)
+{
+    int fd;
+    struct stat st;
+    Py_BEGIN_ALLOW_THREADS
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    Py_END_ALLOW_THREADS
+    *absent = 1;
+    if (fd < 0)
+        return NULL;
+    if (st.st_size < HEAD_SIZE || (uint64_t)st.st_size > (uint64_t)PY_SSIZE_T_MAX) {
+        close(fd);
+        *absent = 0; /* there, but it cannot be an entry */
+        return NULL;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)st.st_size);
+    if (data == NULL) {
+        close(fd);
+        *absent = 0;
+        return NULL;
+    }
+    char *buf = PyBytes_AS_STRING(data);
+    size_t want = (size_t)st.st_size, got = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    Py_END_ALLOW_THREADS
+    if (got != want) { /* it shrank meanwhile: not a whole entry */
+        Py_DECREF(data);
+        *absent = 0;
+        return NULL;
+    }
+    return data;
+}
+
+/* The entry at `path` (a new reference): (full key, kind index, metadata,
+ * image); Py_None when the file cannot be read, Py_False when it is not an
+ * intact entry; NULL with an exception only on MemoryError. */
+static PyObject *
+read_entry(const char *path)
+{
+    int absent;
+    PyObject *data = read_file(path, &absent);
+    if (data == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(absent ? Py_None : Py_False);
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+    size_t n = (size_t)PyBytes_GET_SIZE(data);
+    uint32_t mlen;
+    uint64_t ilen;
+    memcpy(&mlen, d + DIGEST_FROM + KEY_LEN, 4);
+    memcpy(&ilen, d + DIGEST_FROM + KEY_LEN + 4, 8);
+    unsigned char digest[DIGEST_LEN];
+    PyObject *out = Py_False, *meta = NULL;
+    if (memcmp(d, MAGIC, MAGIC_LEN) != 0 || ilen > n || n - HEAD_SIZE != (uint64_t)mlen + ilen)
+        goto done;
+    entry_digest(d + DIGEST_FROM, n - DIGEST_FROM, digest);
+    if (memcmp(digest, d + MAGIC_LEN, DIGEST_LEN) != 0)
+        goto done;
+    meta = PyMarshal_ReadObjectFromString((const char *)d + HEAD_SIZE, (Py_ssize_t)mlen);
+    if (meta == NULL) { /* checked, so ours: a marshal format this Python cannot read */
+        PyErr_Clear();
+        goto done;
+    }
+    out = Py_BuildValue("(y#iNy#)", (const char *)d + DIGEST_FROM, (Py_ssize_t)KEY_LEN,
+                        (int)d[DIGEST_FROM + KEY_LEN + 12], meta,
+                        (const char *)d + HEAD_SIZE + mlen, (Py_ssize_t)ilen);
+    Py_DECREF(data);
+    return out;
+done:
+    Py_DECREF(data);
+    return Py_NewRef(out);
+}
+
+PyDoc_STRVAR(cache_read_doc,
+"_cache_read(path, /)\n--\n\n"
+"Private, for barecuda._diskcache: the disk entry at `path` as (full key, kind\n"
+"index, metadata, image), after checking its magic, lengths and checksum and\n"
+"unmarshalling its metadata.  None when the file cannot be read (absent),\n"
+"False when it is there but not an intact entry.");
+
+static PyObject *
+bc_cache_read(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    PyObject *path = NULL;
+    if (!PyUnicode_FSConverter(arg, &path))
+        return NULL;
+    PyObject *out = read_entry(PyBytes_AS_STRING(path));
+    Py_DECREF(path);
+    return out;
+}
+
+/* ---- the recorded dependencies */
+
+/* 1 when `expected` (None, or (inode, size, mtime_ns)) is what stat(path) says
+ * now, 0 when not, -1 with an exception on a malformed record. */
+static int
+sig_matches(const char *path, PyObject *expected)
+{
+    struct stat st;
+    int there;
+    Py_BEGIN_ALLOW_THREADS
+    there = stat(path, &st) == 0;
+    Py_END_ALLOW_THREADS
+    if (expected == Py_None)
+        return !there;
+    if (!PyTuple_Check(expected) || PyTuple_GET_SIZE(expected) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a dependency's signature must be None or a 3-tuple");
+        return -1;
+    }
+    if (!there)
+        return 0;
+    unsigned long long ino = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(expected, 0));
+    long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, 1));
+    long long mtime = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, 2));
+    if (PyErr_Occurred())
+        return -1;
+    long long now = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    return ino == (unsigned long long)st.st_ino && size == (long long)st.st_size && mtime == now;
+}
+
+/* sig_matches for a str path. */
+static int
+path_matches(PyObject *path, PyObject *expected)
+{
+    PyObject *bytes = NULL;
+    if (!PyUnicode_Check(path)) {
+        PyErr_SetString(PyExc_TypeError, "a dependency's path must be a str");
+        return -1;
+    }
+    if (!PyUnicode_FSConverter(path, &bytes))
+        return -1;
+    int r = sig_matches(PyBytes_AS_STRING(bytes), expected);
+    Py_DECREF(bytes);
+    return r;
+}
+
+/* 1 when the `nvidia` directories on sys.path are those recorded, in order
+ * (_diskcache.nvidia_dirs: each str entry that is not empty, joined with
+ * "nvidia" as os.path.join does, kept where it exists). */
+static int
+nvidia_dirs_match(PyObject *recorded)
+{
+    PyObject *syspath = PySys_GetObject("path"); /* borrowed */
+    if (!PyTuple_Check(recorded)) {
+        PyErr_SetString(PyExc_TypeError, "the nvidia directories must be a tuple");
+        return -1;
+    }
+    Py_ssize_t next = 0, nrec = PyTuple_GET_SIZE(recorded);
+    Py_ssize_t n = syspath != NULL && PyList_Check(syspath) ? PyList_GET_SIZE(syspath) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(syspath, i), *bytes = NULL;
+        if (!PyUnicode_Check(entry) || PyUnicode_GET_LENGTH(entry) == 0)
+            continue;
+        if (!PyUnicode_FSConverter(entry, &bytes))
+            return -1;
+        Py_ssize_t len = PyBytes_GET_SIZE(bytes);
+        const char *s = PyBytes_AS_STRING(bytes);
+        char *joined = PyMem_Malloc((size_t)len + sizeof "/nvidia");
+        if (joined == NULL) {
+            Py_DECREF(bytes);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(joined, s, (size_t)len);
+        strcpy(joined + len, s[len - 1] == '/' ? "nvidia" : "/nvidia");
+        Py_DECREF(bytes);
+        struct stat st;
+        int there;
+        Py_BEGIN_ALLOW_THREADS
+        there = stat(joined, &st) == 0;
+        Py_END_ALLOW_THREADS
+        int r = 1;
+        if (there) {
+            PyObject *rec = next < nrec ? PyTuple_GET_ITEM(recorded, next++) : NULL;
+            r = rec != NULL && PyTuple_Check(rec) && PyTuple_GET_SIZE(rec) == 2
+                    ? sig_matches(joined, PyTuple_GET_ITEM(rec, 1)) : 0;
+        }
+        PyMem_Free(joined);
+        if (r != 1)
+            return r;
+    }
+    return next == nrec;
+}
+
+/* 1 when the dependency record `deps` of an entry, (files, nvidia directories,
+ * header stamp), holds for its first two parts: each (path, signature) of
+ * `files` as stat says now, and the `nvidia` directories on sys.path as
+ * recorded.  0 when not or when `deps` is not such a record (None for nvcc's
+ * entries); -1 with an exception. */
+static int
+deps_hold(PyObject *deps)
+{
+    if (!PyTuple_Check(deps) || PyTuple_GET_SIZE(deps) != 3 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(deps, 0)))
+        return 0;
+    PyObject *files = PyTuple_GET_ITEM(deps, 0);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(files); i++) {
+        PyObject *dep = PyTuple_GET_ITEM(files, i);
+        if (!PyTuple_Check(dep) || PyTuple_GET_SIZE(dep) != 2)
+            return 0;
+        int r = path_matches(PyTuple_GET_ITEM(dep, 0), PyTuple_GET_ITEM(dep, 1));
+        if (r != 1)
+            return r;
+    }
+    return nvidia_dirs_match(PyTuple_GET_ITEM(deps, 1));
+}
+
+/* Feed `text` (a str, UTF-8 with lone surrogates kept as bytes) and a
+ * separator into the digest. */
+static int
+digest_str(digest_state *d, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "the quick key's parts must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(text, &n);
+    if (u != NULL) {
+        digest_update(d, u, (size_t)n);
+    } else {
+        PyErr_Clear();
+        PyObject *b = PyUnicode_AsEncodedString(text, "utf-8", "surrogateescape");
+        if (b == NULL)
+            return -1;
+        digest_update(d, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        Py_DECREF(b);
+    }
+    digest_update(d, "\1", 1);
+    return 0;
+}
+
+PyDoc_STRVAR(cache_quick_doc,
+"_cache_quick(directory, parts, env_names, /)\n--\n\n"
+"Private, for barecuda.compiler: the disk cache's quick look-up in one call.\n"
+"The quick key is the 16-byte hash of `parts` (str) and the values of the\n"
+"environment variables `env_names` (absent as empty); its link is\n"
+"`directory`/<key in hex>.hit.  Returns (key, entry, current): `entry` as\n"
+"_cache_read gives it for the link, and `current` True when the entry's\n"
+"recorded files and `nvidia` directories on sys.path are unchanged.");
+
+static PyObject *
+bc_cache_quick(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError,
+                            "_cache_quick() takes 3 positional arguments (%zd given)", nargs);
+    PyObject *parts = args[1], *names = args[2];
+    if (!PyTuple_Check(parts) || !PyTuple_Check(names))
+        return PyErr_Format(PyExc_TypeError, "parts and env_names must be tuples");
+    digest_state d;
+    digest_init(&d);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++)
+        if (digest_str(&d, PyTuple_GET_ITEM(parts, i)) < 0)
+            return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        const char *u = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (u == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "env_names must hold str");
+            return NULL;
+        }
+        const char *v = getenv(u);
+        if (v != NULL)
+            digest_update(&d, v, strlen(v));
+        digest_update(&d, "\1", 1);
+    }
+    unsigned char key[DIGEST_LEN];
+    digest_final(&d, key);
+
+    PyObject *dir = NULL, *entry = NULL;
+    if (!PyUnicode_FSConverter(args[0], &dir))
+        return NULL;
+    static const char hex[] = "0123456789abcdef";
+    size_t dlen = (size_t)PyBytes_GET_SIZE(dir);
+    char *path = PyMem_Malloc(dlen + 1 + 2 * DIGEST_LEN + sizeof ".hit");
+    if (path == NULL) {
+        Py_DECREF(dir);
+        return PyErr_NoMemory();
+    }
+    memcpy(path, PyBytes_AS_STRING(dir), dlen);
+    Py_DECREF(dir);
+    path[dlen] = '/';
+    for (int i = 0; i < DIGEST_LEN; i++) {
+        path[dlen + 1 + 2 * i] = hex[key[i] >> 4];
+        path[dlen + 2 + 2 * i] = hex[key[i] & 15];
+    }
+    strcpy(path + dlen + 1 + 2 * DIGEST_LEN, ".hit");
+    entry = read_entry(path);
+    PyMem_Free(path);
+    if (entry == NULL)
+        return NULL;
+    int current = 0;
+    if (PyTuple_Check(entry)) {
+        PyObject *meta = PyTuple_GET_ITEM(entry, 2);
+        if (PyTuple_Check(meta) && PyTuple_GET_SIZE(meta) == 4 &&
+            (current = deps_hold(PyTuple_GET_ITEM(meta, 3))) < 0) {
+            Py_DECREF(entry);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(y#NO)", (const char *)key, (Py_ssize_t)DIGEST_LEN, entry,
+                         current ? Py_True : Py_False);
+}
+
+static PyMethodDef diskcache_methods[] = {
+    {"_cache_digest", bc_cache_digest, METH_O, cache_digest_doc},
+    {"_cache_read", bc_cache_read, METH_O, cache_read_doc},
+    {"_cache_quick", (PyCFunction)(void (*)(void))bc_cache_quick, METH_FASTCALL, cache_quick_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+bc_diskcache_setup(PyObject *m, bc_State *Py_UNUSED(st))
+{
+    return PyModule_AddFunctions(m, diskcache_methods);
+}
