@@ -259,10 +259,12 @@ bc_cache_read(PyObject *Py_UNUSED(m), PyObject *arg)
     return out;
 }
 
-/* ---- the recorded dependencies */
+/* ---- the recorded dependencies
+ *
+ * A record this code cannot read counts as changed (0): the compiler then works
+ * out the full key and writes a new record, so nothing here raises. */
 
-/* 1 when `expected` (None, or (inode, size, mtime_ns)) is what stat(path) says
- * now, 0 when not, -1 with an exception on a malformed record. */
+/* Whether `expected`, None or (inode, size, mtime_ns), describes `path` now. */
 static int
 sig_matches(const char *path, PyObject *expected)
 {
@@ -273,106 +275,126 @@ sig_matches(const char *path, PyObject *expected)
     Py_END_ALLOW_THREADS
     if (expected == Py_None)
         return !there;
-    if (!PyTuple_Check(expected) || PyTuple_GET_SIZE(expected) != 3) {
-        PyErr_SetString(PyExc_TypeError, "a dependency's signature must be None or a 3-tuple");
-        return -1;
-    }
-    if (!there)
+    if (!there || !PyTuple_Check(expected) || PyTuple_GET_SIZE(expected) != 3)
         return 0;
     unsigned long long ino = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(expected, 0));
     long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, 1));
     long long mtime = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, 2));
-    if (PyErr_Occurred())
-        return -1;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
     long long now = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
     return ino == (unsigned long long)st.st_ino && size == (long long)st.st_size && mtime == now;
 }
 
-/* sig_matches for a str path. */
-static int
-path_matches(PyObject *path, PyObject *expected)
+/* `path` (a str) in the filesystem's encoding, as os.stat encodes it; NULL
+ * (no exception) when it cannot be. */
+static PyObject *
+fs_path(PyObject *path)
 {
     PyObject *bytes = NULL;
-    if (!PyUnicode_Check(path)) {
-        PyErr_SetString(PyExc_TypeError, "a dependency's path must be a str");
-        return -1;
+    if (!PyUnicode_Check(path) || !PyUnicode_FSConverter(path, &bytes)) {
+        PyErr_Clear();
+        return NULL;
     }
-    if (!PyUnicode_FSConverter(path, &bytes))
-        return -1;
-    int r = sig_matches(PyBytes_AS_STRING(bytes), expected);
-    Py_DECREF(bytes);
-    return r;
+    return bytes;
 }
 
-/* 1 when the `nvidia` directories on sys.path are those recorded, in order
- * (_diskcache.nvidia_dirs: each str entry that is not empty, joined with
- * "nvidia" as os.path.join does, kept where it exists). */
+/* Whether sys.path's `entry` is searched for an `nvidia` directory: a str, not
+ * empty, not one of `not_site`, not a zip archive. */
 static int
-nvidia_dirs_match(PyObject *recorded)
+site_entry(PyObject *entry, PyObject *not_site)
+{
+    if (!PyUnicode_Check(entry))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(entry);
+    if (n == 0)
+        return 0;
+    if (n >= 4) {
+        static const char zip[] = ".zip";
+        int same = 1;
+        for (Py_ssize_t i = 0; i < 4 && same; i++)
+            same = PyUnicode_READ_CHAR(entry, n - 4 + i) == (Py_UCS4)zip[i];
+        if (same)
+            return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(not_site); i++) {
+        PyObject *other = PyTuple_GET_ITEM(not_site, i);
+        if (PyUnicode_Check(other) && PyUnicode_Compare(entry, other) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether the `nvidia` directories on sys.path are those recorded, in order
+ * (_diskcache.nvidia_dirs: each site entry joined with "nvidia" as
+ * os.path.join does, kept where it exists). */
+static int
+nvidia_dirs_match(PyObject *recorded, PyObject *not_site)
 {
     PyObject *syspath = PySys_GetObject("path"); /* borrowed */
-    if (!PyTuple_Check(recorded)) {
-        PyErr_SetString(PyExc_TypeError, "the nvidia directories must be a tuple");
-        return -1;
-    }
+    if (!PyTuple_Check(recorded))
+        return 0;
     Py_ssize_t next = 0, nrec = PyTuple_GET_SIZE(recorded);
     Py_ssize_t n = syspath != NULL && PyList_Check(syspath) ? PyList_GET_SIZE(syspath) : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PyList_GET_ITEM(syspath, i), *bytes = NULL;
-        if (!PyUnicode_Check(entry) || PyUnicode_GET_LENGTH(entry) == 0)
+        PyObject *entry = PyList_GET_ITEM(syspath, i);
+        if (!site_entry(entry, not_site))
             continue;
-        if (!PyUnicode_FSConverter(entry, &bytes))
-            return -1;
+        PyObject *bytes = fs_path(entry);
+        if (bytes == NULL)
+            return 0;
         Py_ssize_t len = PyBytes_GET_SIZE(bytes);
         const char *s = PyBytes_AS_STRING(bytes);
         char *joined = PyMem_Malloc((size_t)len + sizeof "/nvidia");
         if (joined == NULL) {
             Py_DECREF(bytes);
-            PyErr_NoMemory();
-            return -1;
+            return 0;
         }
         memcpy(joined, s, (size_t)len);
         strcpy(joined + len, s[len - 1] == '/' ? "nvidia" : "/nvidia");
         Py_DECREF(bytes);
         struct stat st;
-        int there;
+        int there, r = 1;
         Py_BEGIN_ALLOW_THREADS
         there = stat(joined, &st) == 0;
         Py_END_ALLOW_THREADS
-        int r = 1;
-        if (there) {
+        if (there) { /* the next recorded one, with this signature */
             PyObject *rec = next < nrec ? PyTuple_GET_ITEM(recorded, next++) : NULL;
-            r = rec != NULL && PyTuple_Check(rec) && PyTuple_GET_SIZE(rec) == 2
-                    ? sig_matches(joined, PyTuple_GET_ITEM(rec, 1)) : 0;
+            PyObject *sig = rec != NULL && PyTuple_Check(rec) && PyTuple_GET_SIZE(rec) == 2
+                                ? PyTuple_GET_ITEM(rec, 1) : NULL;
+            r = sig != NULL && sig != Py_None && sig_matches(joined, sig);
         }
         PyMem_Free(joined);
-        if (r != 1)
-            return r;
+        if (!r)
+            return 0;
     }
     return next == nrec;
 }
 
-/* 1 when the dependency record `deps` of an entry, (files, nvidia directories,
- * header stamp), holds for its first two parts: each (path, signature) of
- * `files` as stat says now, and the `nvidia` directories on sys.path as
- * recorded.  0 when not or when `deps` is not such a record (None for nvcc's
- * entries); -1 with an exception. */
+/* Whether the dependency record `deps` of an entry, (files, nvidia
+ * directories, header stamp), holds for its first two parts: each (path,
+ * signature) of `files` as stat says now, and the `nvidia` directories on
+ * sys.path as recorded.  Not for anything else (None for nvcc's entries). */
 static int
-deps_hold(PyObject *deps)
+deps_hold(PyObject *deps, PyObject *not_site)
 {
     if (!PyTuple_Check(deps) || PyTuple_GET_SIZE(deps) != 3 ||
         !PyTuple_Check(PyTuple_GET_ITEM(deps, 0)))
         return 0;
     PyObject *files = PyTuple_GET_ITEM(deps, 0);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(files); i++) {
-        PyObject *dep = PyTuple_GET_ITEM(files, i);
-        if (!PyTuple_Check(dep) || PyTuple_GET_SIZE(dep) != 2)
+        PyObject *dep = PyTuple_GET_ITEM(files, i), *bytes;
+        if (!PyTuple_Check(dep) || PyTuple_GET_SIZE(dep) != 2 ||
+            (bytes = fs_path(PyTuple_GET_ITEM(dep, 0))) == NULL)
             return 0;
-        int r = path_matches(PyTuple_GET_ITEM(dep, 0), PyTuple_GET_ITEM(dep, 1));
-        if (r != 1)
-            return r;
+        int r = sig_matches(PyBytes_AS_STRING(bytes), PyTuple_GET_ITEM(dep, 1));
+        Py_DECREF(bytes);
+        if (!r)
+            return 0;
     }
-    return nvidia_dirs_match(PyTuple_GET_ITEM(deps, 1));
+    return nvidia_dirs_match(PyTuple_GET_ITEM(deps, 1), not_site);
 }
 
 /* Feed `text` (a str, UTF-8 with lone surrogates kept as bytes) and a
@@ -402,23 +424,24 @@ digest_str(digest_state *d, PyObject *text)
 }
 
 PyDoc_STRVAR(cache_quick_doc,
-"_cache_quick(directory, parts, env_names, /)\n--\n\n"
+"_cache_quick(directory, parts, env_names, not_site, /)\n--\n\n"
 "Private, for barecuda.compiler: the disk cache's quick look-up in one call.\n"
 "The quick key is the 16-byte hash of `parts` (str) and the values of the\n"
 "environment variables `env_names` (absent as empty); its link is\n"
 "`directory`/<key in hex>.hit.  Returns (key, entry, current): `entry` as\n"
 "_cache_read gives it for the link, and `current` True when the entry's\n"
-"recorded files and `nvidia` directories on sys.path are unchanged.");
+"recorded files and `nvidia` directories on sys.path are unchanged (sys.path's\n"
+"entries in the tuple `not_site`, and zip archives, are not searched).");
 
 static PyObject *
 bc_cache_quick(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3)
+    if (nargs != 4)
         return PyErr_Format(PyExc_TypeError,
-                            "_cache_quick() takes 3 positional arguments (%zd given)", nargs);
-    PyObject *parts = args[1], *names = args[2];
-    if (!PyTuple_Check(parts) || !PyTuple_Check(names))
-        return PyErr_Format(PyExc_TypeError, "parts and env_names must be tuples");
+                            "_cache_quick() takes 4 positional arguments (%zd given)", nargs);
+    PyObject *parts = args[1], *names = args[2], *not_site = args[3];
+    if (!PyTuple_Check(parts) || !PyTuple_Check(names) || !PyTuple_Check(not_site))
+        return PyErr_Format(PyExc_TypeError, "parts, env_names and not_site must be tuples");
     digest_state d;
     digest_init(&d);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++)
@@ -465,11 +488,8 @@ bc_cache_quick(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
     int current = 0;
     if (PyTuple_Check(entry)) {
         PyObject *meta = PyTuple_GET_ITEM(entry, 2);
-        if (PyTuple_Check(meta) && PyTuple_GET_SIZE(meta) == 4 &&
-            (current = deps_hold(PyTuple_GET_ITEM(meta, 3))) < 0) {
-            Py_DECREF(entry);
-            return NULL;
-        }
+        current = PyTuple_Check(meta) && PyTuple_GET_SIZE(meta) == 4 &&
+                  deps_hold(PyTuple_GET_ITEM(meta, 3), not_site);
     }
     return Py_BuildValue("(y#NO)", (const char *)key, (Py_ssize_t)DIGEST_LEN, entry,
                          current ? Py_True : Py_False);

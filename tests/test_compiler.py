@@ -947,6 +947,50 @@ def test_quick_hit_then_user_header_changed_on_disk_misses(tmp_path, cache):
         assert p == p1 and (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
 
 
+def test_quick_hit_empty_include_dir_gains_the_header(tmp_path, cache):
+    """An include directory with no header yet: the entry's header stamp is
+    empty, like that of a compile with no include directory at all, and still a
+    header appearing there afterwards must miss (-I given as an option and as
+    include_dirs)."""
+    src = ('#if __has_include("w.cuh")\n#include "w.cuh"\n#else\n#define VALUE 5\n#endif\n'
+           "__global__ void k(int *x) { x[0] = VALUE; }\n")
+    for n, how in enumerate(("option", "joined", "include_dirs")):
+        inc = tmp_path / f"inc{n}"
+        inc.mkdir()
+        kw = {"option": dict(options=["-I", str(inc)]), "joined": dict(options=[f"-I{inc}"]),
+              "include_dirs": dict(include_dirs=[str(inc)])}[how]
+        kw.update(cache_dir=os.path.join(cache, str(n)), arch="compute_90")
+        p1, d = _fresh(src, **kw)
+        assert b"5;" in p1 and d["nvrtc"] == 1, how
+        p, d = _fresh(src, **kw)
+        assert p == p1 and (d["nvrtc"], d["disk_quick_hits"]) == (0, 1), how
+        (inc / "w.cuh").write_text("#define VALUE 9\n")
+        p2, d = _fresh(src, **kw)
+        assert b"9;" in p2 and d["nvrtc"] == 1 and d["disk_quick_hits"] == 0, how
+
+
+def test_quick_hit_relative_include_dir_follows_the_working_directory(tmp_path, cache,
+                                                                       monkeypatch):
+    """options=["-I", "inc"] names a different directory from another working
+    directory: the quick key covers the working directory."""
+    src = '#include "r.cuh"\n__global__ void k(int *x) { x[0] = VALUE; }\n'
+    for name, value in (("a", 31), ("b", 47)):
+        (tmp_path / name / "inc").mkdir(parents=True)
+        (tmp_path / name / "inc" / "r.cuh").write_text(f"#define VALUE {value}\n")
+    kw = dict(options=["-I", "inc"], cache_dir=cache, arch="compute_90")
+    monkeypatch.chdir(tmp_path / "a")
+    pa, d = _fresh(src, **kw)
+    assert b"31;" in pa and d["nvrtc"] == 1
+    monkeypatch.chdir(tmp_path / "b")
+    pb, d = _fresh(src, **kw)
+    assert b"47;" in pb and d["nvrtc"] == 1 and d["disk_quick_hits"] == 0
+    p, d = _fresh(src, **kw)
+    assert p == pb and (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+    monkeypatch.chdir(tmp_path / "a")
+    p, d = _fresh(src, **kw)
+    assert p == pa and (d["nvrtc"], d["disk_quick_hits"]) == (0, 1)
+
+
 def test_quick_hit_in_fresh_process_then_header_changed(tmp_path, cache):
     inc = tmp_path / "inc"
     inc.mkdir()

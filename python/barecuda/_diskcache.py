@@ -76,12 +76,19 @@ def sig(path: str) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+#: sys.path entries that pip never installs into, left out of the search for
+#: ``nvidia`` directories (as are zip archives): the standard library's own
+NOT_SITE = (os.path.dirname(os.__file__), os.path.join(os.path.dirname(os.__file__), "lib-dynload"))
+
+
 def nvidia_dirs() -> tuple:
     """(path, sig) of each ``nvidia`` package directory on sys.path, where NVRTC
-    and toolkit headers from pip packages are looked for."""
+    and toolkit headers from pip packages are looked for (_driver._cache_quick
+    walks sys.path the same way)."""
     out = []
     for entry in sys.path:
-        if isinstance(entry, str) and entry:     # as _driver._cache_deps_current walks it
+        if (isinstance(entry, str) and entry and entry not in NOT_SITE
+                and not entry.endswith(".zip")):
             p = os.path.join(entry, "nvidia")
             s = sig(p)
             if s is not None:

@@ -6,6 +6,7 @@
 # the IntEnum classes of barecuda.driver are made at run time from the headers.
 
 import builtins
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -477,6 +478,13 @@ def _dtoh_staged(dest: _HostBuffer, src: _DevicePointer, stream: Stream | None =
 def _host_register(address: _Int, nbytes: _Int, /) -> bool: ...
 def _host_unregister(address: _Int, /) -> bool: ...
 def _host_known(address: _Int, /) -> bool: ...
+_CacheEntry: TypeAlias = tuple[bytes, int, Any, bytes]
+def _cache_digest(data: Buffer, /) -> bytes: ...
+def _cache_read(path: str | bytes | os.PathLike[str] | os.PathLike[bytes], /) -> _CacheEntry | Literal[False] | None: ...
+def _cache_quick(
+    directory: str | bytes | os.PathLike[str] | os.PathLike[bytes], parts: tuple[str, ...],
+    env_names: tuple[str, ...], not_site: tuple[str, ...], /
+) -> tuple[bytes, _CacheEntry | Literal[False] | None, bool]: ...
 def _staging_config(
     workers: _Int | None = None, chunk_mib: _Int | None = None, depth: _Int | None = None,
     prefault: _Int | None = None

@@ -563,6 +563,40 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     options = _seq(options, "options")
     name_expressions = _seq(name_expressions, "name_expressions")
     include_dirs = [os.path.abspath(os.fspath(d)) for d in _seq(include_dirs, "include_dirs")]
+    directory = get_cache_dir(cache_dir_arg)
+    use_disk = directory is not None and not keep
+    quick = None                  # NVRTC: the quick key and what its link gave
+    bad = []                      # a damaged entry was seen (counted once)
+
+    def quick_hit(stamp):
+        """The quick look-up's entry as a _Compiled, if it is current and was made
+        with the header stamp `stamp`; else None."""
+        qkey, got, current = quick
+        if not current:     # no intact entry, or its recorded files changed
+            return None
+        _, got_kind, (got_arch, got_names, got_log, got_deps), got_image = got
+        if got_kind >= len(_KINDS) or got_deps[2] != stamp:
+            return None
+        stats["disk_quick_hits"] += 1
+        stats["disk_hits"] += 1
+        return _Compiled(_KINDS[got_kind], got_image, got_names, got_log, got_arch, stamp,
+                         cache_path=_diskcache.link_path(directory, qkey), dirs=user_dirs)
+
+    if use_disk and backend == "nvrtc" and all(type(o) is str for o in options):
+        # the quick look-up, in C, before the inputs are worked over: a hash of the
+        # inputs as given (relative include paths are relative to the working
+        # directory), one read of the entry its link points at, a stat of each
+        # dependency recorded there
+        quick = _driver._cache_quick(directory, (
+            "barecuda-kernel-cache-3", barecuda.__version__, target, str(arch), str(code),
+            str(device_cc), "no_extern_c" if no_extern_c else "", "\0".join(options),
+            "\0".join(include_dirs), os.getcwd(), INCLUDE_DIR, NVRTC_STD_INCLUDE_DIR,
+            _PRELUDE, "\0".join(name_expressions), text), _QUICK_ENV, _diskcache.NOT_SITE)
+        user_dirs = include_dirs
+        if not include_dirs and not any(o.startswith(("-I", "--include-path")) for o in options):
+            found = quick_hit(())   # no user header directory (else checked below)
+            if found is not None:
+                return found
     if backend == "nvcc" and name_expressions:
         raise ValueError("name_expressions needs backend='nvrtc'")
 
@@ -586,12 +620,7 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     # arch_str None: the device's architecture, resolved against NVRTC's list only
     # when compiling, so that a cache hit does not need NVRTC loaded
     arch_key = arch_str or f"auto-{device_cc}-{target}"
-
     user_dirs = include_dirs + opt_incs
-    directory = get_cache_dir(cache_dir_arg)
-    use_disk = directory is not None and not keep
-    quick = None                  # NVRTC: the quick key and the entry its link points at
-    bad = []                      # a damaged entry was seen (counted once)
 
     def hit(entry, stamp, path):
         stats["disk_hits"] += 1
@@ -600,21 +629,16 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
         return _Compiled(entry.kind, entry.image, entry.names, entry.log, entry.arch, stamp,
                          cache_path=path, dirs=user_dirs)
 
-    if use_disk and backend == "nvrtc":
-        # the fast look-up, in C: a hash of what is known without the filesystem,
-        # one read of the entry its link points at, a stat of each recorded dependency
-        qkey, got, current = _driver._cache_quick(directory, (
-            "barecuda-kernel-cache-3", barecuda.__version__, target, arch_key,
-            "\0".join(opts), "\0".join(include_dirs), INCLUDE_DIR, NVRTC_STD_INCLUDE_DIR,
-            _PRELUDE, "\0".join(name_expressions), full), _QUICK_ENV)
-        seen = _diskcache.entry(got)
+    if quick is not None:
+        if user_dirs:
+            found = quick_hit(_header_stamp(user_dirs))
+            if found is not None:
+                return found
+        seen = _diskcache.entry(quick[1])
         if seen is False:
-            bad.append(qkey)
+            bad.append(quick[0])
             seen = None
-        elif current and seen.deps[2] == (_header_stamp(user_dirs) if user_dirs else ()):
-            stats["disk_quick_hits"] += 1
-            return hit(seen, seen.deps[2], _diskcache.link_path(directory, qkey))
-        quick = (qkey, seen)
+        quick = (quick[0], seen)
 
     if backend == "nvrtc":
         rest = opts + [f"--include-path={d}" for d in include_dirs + [INCLUDE_DIR]
@@ -1023,9 +1047,11 @@ class SourceModule(CudaModule):
             ctx = _drv.Context.get_current()
         cc = None
         if arch is None and code is None:
-            cc = _device_cc.get(ctx.device.handle)
+            dev = ctx.device
+            cc = _device_cc.get(dev.handle)
             if cc is None:
-                cc = _current_device_cc()
+                major, minor = dev.compute_capability()
+                cc = _device_cc[dev.handle] = 10 * major + minor
         compiled = _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code,
                                  cache_dir, include_dirs, backend, name_expressions, "cubin", cc)
         lkey = (ctx.handle, id(compiled))
