@@ -12,11 +12,12 @@ barecuda's header directories, which change only when barecuda is
 reinstalled, the CUDA toolkit include directories, the ``nvidia`` package
 directories on ``sys.path``, and every header under the user's include
 directories).  A symbolic link ``<quick key>.hit``, named by a hash of what is
-known without touching the filesystem (source, options, architecture,
-barecuda's version, the environment variables that steer the search for
-NVRTC), points at the entry last made or found for that input.  A hit in a new
-process is then: hash the input, read the linked entry once, stat its
-dependencies.  When any differs, the compiler works out the full key as
+known without touching the filesystem (the compile's arguments as given, the
+working directory that relative include paths depend on, barecuda's version,
+the environment variables that steer the search for NVRTC), points at the
+entry last made or found for that input.  A hit in a new process is then: hash
+the input, read the linked entry once, stat its dependencies
+(_driver._cache_quick does all three in one call).  When any differs, the compiler works out the full key as
 before, so a changed header or library misses, and an entry whose
 dependencies merely moved (a header touched, not changed) is found again and
 its record renewed.
@@ -26,7 +27,9 @@ read (magic, lengths and a 128-bit checksum of everything after it): a damaged
 entry is reported as False.  Reading an entry and comparing its dependencies
 with the filesystem are done in C (src/diskcache.c), which also computes the
 checksum: a hit in a new process runs that code once, cold, and in Python most
-of its cost was the interpreter's first pass over it.
+of its cost was the interpreter's first pass over it.  On the H100 machine
+that took the fresh-process hit (module load included) from 0.65 ms to
+0.35-0.41 ms.
 """
 
 from __future__ import annotations
