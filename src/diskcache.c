@@ -333,30 +333,38 @@ site_entry(PyObject *entry, PyObject *not_site)
 static int
 nvidia_dirs_match(PyObject *recorded, PyObject *not_site)
 {
-    PyObject *syspath = PySys_GetObject("path"); /* borrowed */
     if (!PyTuple_Check(recorded))
         return 0;
+    /* held, and its length read again at each step: the GIL is let go around
+     * each stat, and another thread may change sys.path meanwhile */
+    PyObject *syspath = PySys_GetObject("path"); /* borrowed */
+    if (syspath == NULL || !PyList_Check(syspath))
+        return PyTuple_GET_SIZE(recorded) == 0;
+    Py_INCREF(syspath);
     Py_ssize_t next = 0, nrec = PyTuple_GET_SIZE(recorded);
-    Py_ssize_t n = syspath != NULL && PyList_Check(syspath) ? PyList_GET_SIZE(syspath) : 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int r = 1;
+    for (Py_ssize_t i = 0; r && i < PyList_GET_SIZE(syspath); i++) {
         PyObject *entry = PyList_GET_ITEM(syspath, i);
         if (!site_entry(entry, not_site))
             continue;
         PyObject *bytes = fs_path(entry);
-        if (bytes == NULL)
-            return 0;
+        if (bytes == NULL) {
+            r = 0;
+            break;
+        }
         Py_ssize_t len = PyBytes_GET_SIZE(bytes);
         const char *s = PyBytes_AS_STRING(bytes);
         char *joined = PyMem_Malloc((size_t)len + sizeof "/nvidia");
         if (joined == NULL) {
             Py_DECREF(bytes);
-            return 0;
+            r = 0;
+            break;
         }
         memcpy(joined, s, (size_t)len);
         strcpy(joined + len, s[len - 1] == '/' ? "nvidia" : "/nvidia");
         Py_DECREF(bytes);
         struct stat st;
-        int there, r = 1;
+        int there;
         Py_BEGIN_ALLOW_THREADS
         there = stat(joined, &st) == 0;
         Py_END_ALLOW_THREADS
@@ -367,10 +375,9 @@ nvidia_dirs_match(PyObject *recorded, PyObject *not_site)
             r = sig != NULL && sig != Py_None && sig_matches(joined, sig);
         }
         PyMem_Free(joined);
-        if (!r)
-            return 0;
     }
-    return next == nrec;
+    Py_DECREF(syspath);
+    return r && next == nrec;
 }
 
 /* Whether the dependency record `deps` of an entry, (files, nvidia
