@@ -107,3 +107,25 @@ def test_large_index_64bit(ctx):
     k(z)
     tail = z[n - 5:].get()
     np.testing.assert_array_equal(tail, (np.arange(n - 5, n) & 0xff).astype(np.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 255, 257, 2**20 + 3, 3 * 2**21 + 1])
+def test_wide_kernels_cover_every_element(ctx, rng, n):
+    """float32 + float64 and float64 + float64 (one block per BLOCK elements), through
+    the array layer, an ElementwiseKernel call and its slice variant, against NumPy."""
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n)
+    gx, gy = ga.to_gpu(x), ga.to_gpu(y)
+    np.testing.assert_array_equal((gx + gy).get(), x + y)
+    np.testing.assert_array_equal((gy + gy).get(), y + y)
+    k = ElementwiseKernel("double *z, float *x, double *y", "z[i] = 2 * x[i] - y[i]", "wide")
+    z = ga.zeros(n, np.float64)
+    k(z, gx, gy)
+    np.testing.assert_allclose(z.get(), 2 * x.astype(np.float64) - y, rtol=1e-12)
+    z.fill(-7.0)
+    lo, hi = n // 3, n - n // 5
+    k(z, gx, gy, slice=slice(lo, hi, 3))
+    want = np.full(n, -7.0)
+    want[lo:hi:3] = 2 * x[lo:hi:3].astype(np.float64) - y[lo:hi:3]
+    np.testing.assert_allclose(z.get(), want, rtol=1e-12)

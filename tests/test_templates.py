@@ -344,3 +344,16 @@ def test_complex_header_alone():
                    'extern "C" __global__ void k(pycuda::complex<float> *z, barecuda::complex<double> *w)'
                    '{ z[0] = barecuda::exp(z[1]) * z[2] / z[3] + barecuda::sqrt(z[4]);'
                    '  w[0] = barecuda::pow(w[1], w[2]) - barecuda::tanh(w[3]) + barecuda::log10(w[4]); }')
+
+
+def test_grid_cap_follows_bytes_per_element():
+    """Kernels that move WIDE_BYTES or more per element run a block per BLOCK elements;
+    narrower ones, and any with per-thread loop_prep/after_loop code, a grid-stride
+    loop over BLOCKS_PER_SM blocks per SM (no GPU needed: the choice is made here)."""
+    wide = ElementwiseKernel("double *z, float *x, double *y", "z[i] = x[i] + y[i]")
+    narrow = ElementwiseKernel("double *z, int *x, float *y", "z[i] = x[i] * y[i]")
+    plain = ElementwiseKernel("float a, float *x, float *y, float *z", "z[i] = a * x[i] + y[i]")
+    prep = ElementwiseKernel("double *z, double *x", "z[i] = x[i] + s", loop_prep="double s = 1")
+    assert wide._per_sm * ew.BLOCK >= ew._SMALL_N
+    assert narrow._per_sm == plain._per_sm == prep._per_sm == ew.BLOCKS_PER_SM
+
