@@ -15,8 +15,9 @@
  * DMA runs in order on the caller's stream, and the call returns when every
  * byte has arrived, as cuMemcpyHtoD/cuMemcpyDtoH do.
  *
- * The pinned buffers (workers * depth * chunk bytes, allocated portable on
- * the first large copy) are shared by the process behind a mutex: a copy that
+ * The pinned buffers (workers * depth * chunk bytes, our own memory registered
+ * portable on the first large copy, see stage_buffers) are shared by the
+ * process behind a mutex: a copy that
  * finds them busy, a small copy, and host memory the driver already knows
  * (pinned, registered or managed) go straight to the driver.  GPUArray
  * registers a large array the program keeps copying (barecuda/_kept.py, with
@@ -63,7 +64,8 @@ typedef struct {
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static stage_config cfg = {8, 2, 8, (size_t)2 << 20}; /* stage_lock held to change */
-static char *stage_mem;   /* cfg.workers * cfg.depth * cfg.chunk pinned bytes, or NULL */
+static char *stage_mem;   /* cfg.workers * cfg.depth * cfg.chunk bytes (rounded up), ours,
+                           * registered (see stage_buffers), or NULL */
 static size_t stage_size; /* its size */
 
 static long
@@ -324,29 +326,52 @@ host_is_known(void *p)
                                         (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
 }
 
-/* Whether stage_mem is still allocated: a context destroyed since frees it
- * with itself, which cuMemHostGetFlags tells.  stage_lock held. */
-static int
-stage_alive(void)
+/* The staging buffers are our own memory, page-locked with cuMemHostRegister
+ * (portable), not cuMemHostAlloc's: memory from cuMemHostAlloc is freed with
+ * the context it was made in, and its address can then be handed out again by
+ * a later allocation, so no check by address could tell that the buffers were
+ * gone, and a copy would write past the new owner's end.  Our own memory stays
+ * ours: when the registration ends with its context (cuPointerGetAttribute no
+ * longer knows the address) the same memory is registered again. */
+#define STAGE_ALIGN ((size_t)2 << 20)
+
+/* stage_mem's registration, renewed if its context took it away; stage_lock held. */
+static CUresult
+stage_registered(void)
 {
-    unsigned int flags;
-    return stage_mem != NULL && bc_drv.cuMemHostGetFlags(&flags, stage_mem) == CUDA_SUCCESS;
+    if (host_is_known(stage_mem))
+        return CUDA_SUCCESS;
+    CUresult rc = bc_drv.cuMemHostRegister(stage_mem, stage_size, CU_MEMHOSTREGISTER_PORTABLE);
+    return rc == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ? CUDA_SUCCESS : rc;
 }
 
-/* The staging buffers, (re)allocated in the current context; stage_lock held. */
+/* The staging buffers, sized for the settings and registered; stage_lock held. */
 static CUresult
 stage_buffers(void)
 {
     size_t want = (size_t)cfg.workers * (size_t)cfg.depth * cfg.chunk;
-    if (stage_alive() && stage_size == want)
-        return CUDA_SUCCESS;
-    if (stage_alive())
-        bc_drv.cuMemFreeHost(stage_mem); /* the settings changed */
-    void *p = NULL;
-    CUresult rc = bc_drv.cuMemHostAlloc(&p, want, CU_MEMHOSTALLOC_PORTABLE);
-    stage_mem = rc == CUDA_SUCCESS ? p : NULL;
-    stage_size = rc == CUDA_SUCCESS ? want : 0;
-    return rc;
+    want = (want + STAGE_ALIGN - 1) & ~(STAGE_ALIGN - 1);
+    if (stage_mem != NULL && stage_size == want)
+        return stage_registered();
+    if (stage_mem != NULL) { /* the settings changed */
+        if (host_is_known(stage_mem))
+            bc_drv.cuMemHostUnregister(stage_mem);
+        free(stage_mem);
+        stage_mem = NULL;
+        stage_size = 0;
+    }
+    char *p = aligned_alloc(STAGE_ALIGN, want);
+    if (p == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    madvise(p, want, MADV_HUGEPAGE); /* a hint: fewer TLB misses in the workers' memcpy */
+    CUresult rc = bc_drv.cuMemHostRegister(p, want, CU_MEMHOSTREGISTER_PORTABLE);
+    if (rc != CUDA_SUCCESS) {
+        free(p);
+        return rc;
+    }
+    stage_mem = p;
+    stage_size = want;
+    return CUDA_SUCCESS;
 }
 
 static size_t
@@ -374,7 +399,7 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
     }
     CUcontext ctx = NULL;
     CUresult rc = bc_drv.cuCtxGetCurrent(&ctx);
-    *routine = "cuMemHostAlloc";
+    *routine = "cuMemHostRegister";
     if (rc == CUDA_SUCCESS)
         rc = stage_buffers();
     if (rc != CUDA_SUCCESS) {

@@ -109,6 +109,37 @@ def test_staging_buffers_survive_their_context(rng):
         prim.detach()
 
 
+def test_staging_buffers_never_write_into_later_pinned_memory(rng):
+    """Once the context the staging buffers were registered in is gone, pinned
+    memory allocated afterwards may sit where memory of that context was.  Copies
+    from then on must land in their destination only: every byte of 96 pinned
+    buffers made meanwhile keeps its pattern, and the copies round-trip."""
+    n = 48 * MiB + 5
+    host = rng.integers(0, 256, n, dtype=np.uint8)
+    own = drv.Device(0).make_context()
+    try:
+        np.testing.assert_array_equal(gpuarray.to_gpu(host).get(), host)
+    finally:
+        drv.Context.pop()
+        own.detach()
+    prim = drv.Device(0).retain_primary_context()
+    prim.push()
+    try:
+        pins = [drv.pagelocked_empty(MiB, np.uint8) for _ in range(96)]
+        for i, p in enumerate(pins):
+            p.fill(i % 251)
+        dev = gpuarray.to_gpu(host[::-1].copy())
+        back = np.empty(n, np.uint8)
+        dev.get(back)
+        np.testing.assert_array_equal(back, host[::-1])
+        np.testing.assert_array_equal(dev.get(), host[::-1])
+        for i, p in enumerate(pins):
+            assert (p == i % 251).all(), f"pinned buffer {i} was written by a staged copy"
+    finally:
+        drv.Context.pop()
+        prim.detach()
+
+
 def test_bad_arguments(ctx):
     dev = drv.mem_alloc(1024)
     with pytest.raises(ValueError, match="copying 2048 bytes, but the device memory has only 1024"):
