@@ -89,17 +89,23 @@ def test_threads_at_once(ctx, rng):
     assert errors == []
 
 
-def test_staging_buffers_survive_their_context(rng):
-    """The pinned buffers made while a make_context() context was current go with
-    it; the next copy in another context makes new ones."""
-    n = 32 * MiB
-    host = rng.integers(0, 256, n, dtype=np.uint8)
+def round_trip_in_a_context_then_end_it(host):
+    """Staged copies of `host` both ways in a make_context() context, which then
+    ends (and with it the staging buffers' registration)."""
     own = drv.Device(0).make_context()
     try:
         np.testing.assert_array_equal(gpuarray.to_gpu(host).get(), host)
     finally:
         drv.Context.pop()
         own.detach()
+
+
+def test_staging_buffers_survive_their_context(rng):
+    """The staging buffers registered while a make_context() context was current
+    lose their registration with it; the next copy in another context renews it."""
+    n = 32 * MiB
+    host = rng.integers(0, 256, n, dtype=np.uint8)
+    round_trip_in_a_context_then_end_it(host)
     prim = drv.Device(0).retain_primary_context()
     prim.push()
     try:
@@ -116,12 +122,7 @@ def test_staging_buffers_never_write_into_later_pinned_memory(rng):
     buffers made meanwhile keeps its pattern, and the copies round-trip."""
     n = 48 * MiB + 5
     host = rng.integers(0, 256, n, dtype=np.uint8)
-    own = drv.Device(0).make_context()
-    try:
-        np.testing.assert_array_equal(gpuarray.to_gpu(host).get(), host)
-    finally:
-        drv.Context.pop()
-        own.detach()
+    round_trip_in_a_context_then_end_it(host)
     prim = drv.Device(0).retain_primary_context()
     prim.push()
     try:
