@@ -17,12 +17,11 @@
  *
  * The pinned buffers (workers * depth * chunk bytes, our own memory registered
  * portable on the first large copy, see stage_buffers) are shared by the
- * process behind a mutex: a copy that
- * finds them busy, a small copy, and host memory the driver already knows
- * (pinned, registered or managed) go straight to the driver.  GPUArray
- * registers a large array the program keeps copying (barecuda/_kept.py, with
- * _host_register below), so that its copies run at the pinned rate.  The
- * worker threads are kept between copies (pool_run).
+ * process behind a mutex: a copy that finds them busy, a small copy, and host
+ * memory the driver already knows (pinned, registered or managed) go straight
+ * to the driver.  GPUArray registers a large array the program keeps copying
+ * (barecuda/_kept.py, with _host_register below), so that its copies run at
+ * the pinned rate.  The worker threads are kept between copies (pool_run).
  *
  * The settings come from the environment on first use (BARECUDA_STAGE_WORKERS,
  * _CHUNK_MIB, _DEPTH, _PREFAULT) and can be changed by

@@ -17,10 +17,10 @@ working directory that relative include paths depend on, barecuda's version,
 the environment variables that steer the search for NVRTC), points at the
 entry last made or found for that input.  A hit in a new process is then: hash
 the input, read the linked entry once, stat its dependencies
-(_driver._cache_quick does all three in one call).  When any differs, the compiler works out the full key as
-before, so a changed header or library misses, and an entry whose
-dependencies merely moved (a header touched, not changed) is found again and
-its record renewed.
+(_driver._cache_quick does all three in one call).  When any differs, the
+compiler works out the full key as before, so a changed header or library
+misses, and an entry whose dependencies merely moved (a header touched, not
+changed) is found again and its record renewed.
 
 Entries are written to a private temporary file and renamed, and checked when
 read (magic, lengths and a 128-bit checksum of everything after it): a damaged
@@ -29,7 +29,7 @@ with the filesystem are done in C (src/diskcache.c), which also computes the
 checksum: a hit in a new process runs that code once, cold, and in Python most
 of its cost was the interpreter's first pass over it.  On the H100 machine
 that took the fresh-process hit (module load included) from 0.65 ms to
-0.35-0.41 ms.
+0.35-0.44 ms.
 """
 
 from __future__ import annotations

@@ -464,15 +464,19 @@ def _source_text(source):
                     f"(such as a cgen Module), not {type(source).__name__}")
 
 
-def _current_device_cc():
-    """10 * major + minor of the current context's device (activating the primary
-    context when none is current), or raises barecuda.driver.Error."""
-    dev = _drv.Context.get_device()
+def _device_cc_of(dev):
+    """10 * major + minor of Device `dev` (asked once per device)."""
     cc = _device_cc.get(dev.handle)
     if cc is None:
         major, minor = dev.compute_capability()
         cc = _device_cc[dev.handle] = 10 * major + minor
     return cc
+
+
+def _current_device_cc():
+    """10 * major + minor of the current context's device (activating the primary
+    context when none is current), or raises barecuda.driver.Error."""
+    return _device_cc_of(_drv.Context.get_device())
 
 
 def _choose_target(arch, code, target, device_cc, backend, resolve=True):
@@ -574,6 +578,7 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
         qkey, got, current = quick
         if not current:     # no intact entry, or its recorded files changed
             return None
+        # unpacked here rather than through _diskcache.entry: no Entry on the hit path
         _, got_kind, (got_arch, got_names, got_log, got_deps), got_image = got
         if got_kind >= len(_KINDS) or got_deps[2] != stamp:
             return None
@@ -1047,11 +1052,7 @@ class SourceModule(CudaModule):
             ctx = _drv.Context.get_current()
         cc = None
         if arch is None and code is None:
-            dev = ctx.device
-            cc = _device_cc.get(dev.handle)
-            if cc is None:
-                major, minor = dev.compute_capability()
-                cc = _device_cc[dev.handle] = 10 * major + minor
+            cc = _device_cc_of(ctx.device)
         compiled = _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code,
                                  cache_dir, include_dirs, backend, name_expressions, "cubin", cc)
         lkey = (ctx.handle, id(compiled))
