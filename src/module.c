@@ -89,7 +89,7 @@ bc_exec(PyObject *m)
         bc_array_setup,    bc_texture_setup,  bc_dlpack_setup, bc_blockcache_setup,
         bc_staging_setup,  bc_gpuarray_setup, bc_hostmem_setup, bc_pointer_setup,
         bc_curand_setup,   bc_linker_setup,   bc_trace_setup,  bc_nvtx_setup,
-        bc_nccl_setup,     bc_diskcache_setup,
+        bc_nccl_setup,     bc_diskcache_setup, bc_hostpool_setup,
     };
     for (size_t i = 0; i < BC_COUNT(setups); i++)
         if (setups[i](m, st) < 0)

@@ -317,8 +317,8 @@ pool_run(worker *w, size_t n)
 
 /* Whether the driver already knows this host memory (pinned, registered,
  * managed): then it is copied directly, at full speed. */
-static int
-host_is_known(void *p)
+int
+bc_host_is_known(void *p)
 {
     unsigned int type = 0;
     return bc_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -338,7 +338,7 @@ host_is_known(void *p)
 static CUresult
 stage_registered(void)
 {
-    if (host_is_known(stage_mem))
+    if (bc_host_is_known(stage_mem))
         return CUDA_SUCCESS;
     CUresult rc = bc_drv.cuMemHostRegister(stage_mem, stage_size, CU_MEMHOSTREGISTER_PORTABLE);
     return rc == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ? CUDA_SUCCESS : rc;
@@ -353,7 +353,7 @@ stage_buffers(void)
     if (stage_mem != NULL && stage_size == want)
         return stage_registered();
     if (stage_mem != NULL) { /* the settings changed */
-        if (host_is_known(stage_mem))
+        if (bc_host_is_known(stage_mem))
             bc_drv.cuMemHostUnregister(stage_mem);
         free(stage_mem);
         stage_mem = NULL;
@@ -388,7 +388,7 @@ static CUresult
 staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const char **routine)
 {
     pthread_once(&config_once, config_from_env);
-    int direct = n < MIN_STAGED || host_is_known(host) || pthread_mutex_trylock(&stage_lock) != 0;
+    int direct = n < MIN_STAGED || bc_host_is_known(host) || pthread_mutex_trylock(&stage_lock) != 0;
     if (direct) {
         *routine = dir == TO_DEVICE ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
         CUresult rc = dir == TO_DEVICE ? bc_drv.cuMemcpyHtoDAsync(dev, host, n, s)
@@ -645,7 +645,7 @@ bc_host_known(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     size_t addr, unused = 0;
     if (range_args(m, args, nargs, 1, "_host_known", &addr, &unused) < 0)
         return NULL;
-    return PyBool_FromLong(host_is_known((void *)(uintptr_t)addr));
+    return PyBool_FromLong(bc_host_is_known((void *)(uintptr_t)addr));
 }
 
 static PyMethodDef staging_methods[] = {

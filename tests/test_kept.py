@@ -216,7 +216,9 @@ def test_kept_arrays_copy_correctly_and_are_registered(ctx, rng, kept_state):
 def test_arrays_of_get_are_not_counted(ctx, rng, kept_state):
     from barecuda import gpuarray
     g = gpuarray.to_gpu(rng.standard_normal(BIG // 4).astype(np.float32))
+    before = _kept.info()
     outs = [g.get() for _ in range(4)]
-    assert all(not _driver._host_known(o.__array_interface__["data"][0]) for o in outs)
+    # (their memory may be page-locked by the host pool, src/hostpool.c, not here)
+    assert _kept.info()["registered"] == before["registered"] and _kept._kept == {}
     assert _kept._seen == {}
     outs[0].resize(10, refcheck=False)    # no weak reference on a new result

@@ -14,6 +14,8 @@
 #ifndef BC_NO_NUMPY
 /* Every file shares the one C-API table that module.c imports. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+/* The oldest NumPy we run with (pyproject.toml): its API, memory handlers included. */
+#define NPY_TARGET_VERSION NPY_1_25_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL bc_numpy_api
 #ifndef BC_NUMPY_IMPORTER
 #define NO_IMPORT_ARRAY

@@ -113,6 +113,10 @@ void bc_array_spec_clear(bc_ArraySpec *s);
  * descr is consumed.  NULL with an exception set. */
 PyObject *bc_array_over(bc_ArraySpec *s, void *data, PyObject *base);
 
+/* Whether the driver knows the host memory at p (pinned, registered or
+ * managed), so that copies of it go straight to the DMA (src/staging.c). */
+int bc_host_is_known(void *p);
+
 /* IPC handles (memory.c): remember a handle (bytes) this process exported, and
  * raise LogicError naming `who` when asked to open one of them here (the driver
  * refuses that with an unhelpful code).  0 or -1. */

@@ -83,6 +83,7 @@ int bc_texture_setup(PyObject *m, bc_State *st);
 int bc_dlpack_setup(PyObject *m, bc_State *st);
 int bc_blockcache_setup(PyObject *m, bc_State *st);
 int bc_staging_setup(PyObject *m, bc_State *st);
+int bc_hostpool_setup(PyObject *m, bc_State *st);
 int bc_diskcache_setup(PyObject *m, bc_State *st);
 int bc_gpuarray_setup(PyObject *m, bc_State *st);
 int bc_pointer_setup(PyObject *m, bc_State *st);

@@ -132,7 +132,7 @@ def note_copy(host: np.ndarray) -> None:
             if seen[1] < AFTER:
                 return
             del _seen[start]
-        if length > _budget:
+        if length > _budget or _known(start):   # too large, or page-locked already
             return
         _evict(_budget - length)
         try:

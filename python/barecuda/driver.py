@@ -298,7 +298,7 @@ def from_device(devptr: _DevicePointer, shape: int | tuple[int, ...], dtype: _np
     `devptr` (anything a copy takes as device memory)."""
     import numpy
 
-    result = numpy.empty(shape, dtype, order)
+    result = _driver._host_empty(shape, dtype, order)   # large ones from the host pool
     if result.nbytes:
         _driver.memcpy_dtoh(result, devptr)
     return result

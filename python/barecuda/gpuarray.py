@@ -394,6 +394,8 @@ class GPUArray(_cdrv._ArrayBase):
         if new:
             if pagelocked and self.size:
                 ary = _drv.pagelocked_empty(self.shape, self.dtype, order=order)
+            elif self.nbytes >= _HOST_POOL_MIN:     # its memory kept for the next one
+                ary = _cdrv._host_empty(self.shape, self.dtype, order)
             else:
                 ary = np.empty(self.shape, self.dtype, order=order)
         else:
@@ -903,6 +905,7 @@ _SUMS = _cdrv._OpTable(GPUArray, "reduce", "sum")
 # threads (src/staging.c): faster than the driver's single bounce buffer.
 _htod_staged = _cdrv._htod_staged
 _dtoh_staged = _cdrv._dtoh_staged
+_HOST_POOL_MIN = _cdrv._HOST_POOL_MIN   # new arrays this large come from the host pool
 
 
 def _htod(ptr: int, host: npt.NDArray[Any], async_: bool, stream: Stream | None) -> None:
