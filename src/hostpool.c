@@ -107,7 +107,7 @@ map_buffer(size_t cap)
 static void
 drop_buffer(buffer b)
 {
-    if (b.registered && bc_drv_ready && bc_host_is_known(b.p))
+    if (b.registered && bc_drv_ready && !bc_forked_child && bc_host_is_known(b.p))
         bc_drv.cuMemHostUnregister(b.p);
     munmap(b.p, b.cap);
 }
@@ -299,7 +299,7 @@ maybe_register(char *p)
     int counted = b ? b->registered : 0;
     pthread_mutex_unlock(&pool.mu);
     CUcontext ctx = NULL;
-    if (!want || !bc_drv_ready || bc_host_is_known(p) ||
+    if (!want || !bc_drv_ready || bc_forked_child || bc_host_is_known(p) ||
         bc_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL)
         return;
     CUresult rc;

@@ -39,6 +39,14 @@ def pool():
     _driver._host_pool(budget)
 
 
+def test_tools_host_pool(pool):
+    from barecuda import tools
+    assert tools.host_pool() == _driver._host_pool()
+    assert tools.host_pool(budget_mib=5)["budget"] == 5 * MiB
+    with pytest.raises(TypeError):
+        tools.host_pool(budget_mib=1.5)
+
+
 def test_min_is_what_gpuarray_uses():
     assert _driver._HOST_POOL_MIN == 8 * MiB
     assert gpuarray._HOST_POOL_MIN == _driver._HOST_POOL_MIN

@@ -109,6 +109,19 @@ def make_default_context(
     raise _drv.RuntimeError("no device could be given a context: " + ("; ".join(failures) or "no devices"))
 
 
+def host_pool(budget_mib: int | None = None) -> dict[str, int]:
+    """The host pool that keeps the memory of large arrays ``GPUArray.get()`` made
+    (8 MiB or more) for the next ones, page-locked from its second use: its counts
+    (``buffers``, ``in_use``, ``free_bytes``, ``registered_bytes``, ``budget``,
+    ``hits``, ``misses``, ``registrations``, ``evictions``).  With `budget_mib`,
+    first sets how much free memory it may keep (and page-lock), letting go of the
+    rest now; 0 turns it off.  The first budget comes from BARECUDA_HOST_POOL_MIB
+    (default: a sixteenth of the memory, at most 2 GiB)."""
+    from barecuda import _driver
+
+    return _driver._host_pool(budget_mib)
+
+
 # --- dtypes and C declarations (PyCUDA's dtype_to_ctype, parse_c_arg, ...) -------------
 # Added by the array layer; the kernels it generates use these names.
 
