@@ -98,24 +98,6 @@ scalar_lookup(PyTypeObject *tp)
 
 /* ------------------------------------------------------------ packing buffer */
 
-void
-bc_packbuf_init(bc_packbuf *pb)
-{
-    pb->buf = (char *)pb->stack;
-    pb->size = 0;
-    pb->cap = sizeof pb->stack;
-    pb->handlers = NULL;
-}
-
-void
-bc_packbuf_free(bc_packbuf *pb)
-{
-    if (pb->buf != (char *)pb->stack)
-        PyMem_Free(pb->buf);
-    pb->buf = (char *)pb->stack;
-    Py_CLEAR(pb->handlers);
-}
-
 int
 bc_packbuf_reserve(bc_packbuf *pb, size_t need)
 {
@@ -268,18 +250,13 @@ dims_memoable(PyObject *obj)
 }
 
 /* Launches in a loop pass the same grid and block objects each time: the last
- * ones parsed are remembered on the Function with their values, and checked
- * again only when they change (or the kernel's thread limit did). */
+ * ones parsed here are remembered on the Function with their values, which
+ * bc_args_launch_dims (argpack.h) reuses inline until they change (or the
+ * kernel's thread limit did). */
 int
-bc_args_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
-                    unsigned int b[3])
+bc_args_parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
+                          unsigned int b[3])
 {
-    if (block != NULL && block == f->dims_block && grid == f->dims_grid &&
-        f->dims_max_threads == f->max_threads) {
-        memcpy(g, f->dims_g, sizeof f->dims_g);
-        memcpy(b, f->dims_b, sizeof f->dims_b);
-        return 0;
-    }
     if (launch_dims(f, grid, block, g, b) < 0)
         return -1;
     if (dims_memoable(block) && (grid == NULL || grid == Py_None || dims_memoable(grid))) {
@@ -293,12 +270,8 @@ bc_args_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned in
 }
 
 int
-bc_args_shared(PyObject *obj, unsigned int *out)
+bc_args_shared_slow(PyObject *obj, unsigned int *out)
 {
-    if (obj == NULL || obj == Py_None) {
-        *out = 0;
-        return 0;
-    }
     long long v;
     if (bc_arg_long(obj, "shared memory size", 0, 0xFFFFFFFFLL, &v) < 0)
         return -1;
@@ -1110,6 +1083,22 @@ pack_prepared_one(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg
     return 0;
 }
 
+/* An exact int's value: 1, or 0 when it does not fit a long long.  CPython 3.12
+ * and later answer small values (|v| < 2**30) without a call. */
+static inline int
+exact_int(PyObject *arg, long long *v)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)arg)) {
+        *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)arg);
+        return 1;
+    }
+#endif
+    int overflow;
+    *v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    return !overflow;
+}
+
 /* The common exact types convert inline (an int, a float, a DeviceAllocation, a
  * NumPy scalar of the parameter's own type); anything else, or a value out of
  * range, goes to pack_prepared_one, which converts or raises. */
@@ -1129,7 +1118,6 @@ bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ss
         char *dst = buf + a->offset;
         PyObject *arg = args[i];
         PyTypeObject *tp = Py_TYPE(arg);
-        int overflow;
         long long v;
         switch (a->conv) {
         case CONV_PTR:
@@ -1141,8 +1129,7 @@ bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ss
                     continue;
                 }
             } else if (tp == &PyLong_Type) {
-                v = PyLong_AsLongLongAndOverflow(arg, &overflow);
-                if (!overflow && v >= 0) {
+                if (exact_int(arg, &v) && v >= 0) {
                     uint64_t p = (uint64_t)v;
                     memcpy(dst, &p, sizeof p);
                     continue;
@@ -1151,8 +1138,7 @@ bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ss
             break;
         case CONV_INT:
             if (tp == &PyLong_Type) {
-                v = PyLong_AsLongLongAndOverflow(arg, &overflow);
-                if (!overflow && bc_pack_integer(a->code, v < 0, v, (unsigned long long)v, dst) == 0)
+                if (exact_int(arg, &v) && bc_pack_integer(a->code, v < 0, v, (unsigned long long)v, dst) == 0)
                     continue;
             } else {
                 const scalar_kind *k = scalar_lookup(tp);

@@ -60,6 +60,22 @@ def test_prepared_fast_paths_keep_checks(fmt, value, exc):
         _driver._pack_prepared(f, value)
 
 
+@pytest.mark.parametrize("fmt", ["b", "B", "h", "H", "i", "I", "q", "Q", "P"])
+def test_prepared_ints_either_side_of_one_digit(fmt):
+    """CPython >= 3.12 answers ints below 2**30 inline (compact ints): values on
+    both sides of that line, and of the format's own range, pack as struct does
+    or raise OverflowError."""
+    f = _fn().prepare(fmt)
+    lo, hi = (0, 2 ** (8 * struct.calcsize(fmt)) - 1) if fmt.isupper() or fmt == "P" else \
+        (-(2 ** (8 * struct.calcsize(fmt) - 1)), 2 ** (8 * struct.calcsize(fmt) - 1) - 1)
+    for v in (0, 1, -1, 2**30 - 1, 2**30, -(2**30), -(2**30) - 1, lo, hi, lo - 1, hi + 1):
+        if lo <= v <= hi:
+            assert _driver._pack_prepared(f, v) == struct.pack("@" + fmt, v), v
+        else:
+            with pytest.raises(OverflowError, match="parameter #0"):
+                _driver._pack_prepared(f, v)
+
+
 def test_prepared_other_integer_types_still_convert():
     f = _fn().prepare("iQ")
     assert _driver._pack_prepared(f, np.int64(7), 2**64 - 1) == struct.pack("@iQ", 7, 2**64 - 1)
