@@ -824,6 +824,8 @@ bc_register_host_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemHostRegister(self->ptr, self->size, flags);
+    if (rc == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && bc_hostpool_release(self->ptr))
+        rc = bc_drv.cuMemHostRegister(self->ptr, self->size, flags); /* get()'s array */
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuMemHostRegister") < 0)
         goto done;

@@ -21,7 +21,10 @@
  * 2 GiB; 0 turns the pool off) are unregistered and unmapped, least recently
  * freed first; registered bytes are held to the same budget.  A registration
  * that ended with its context is made again on the next hand-out (the memory
- * stays ours, so its address cannot be anybody else's meanwhile). */
+ * stays ours, so its address cannot be anybody else's meanwhile).  Async
+ * copies keep NumPy's pageable arrays (gpuarray.py): page-locked memory would
+ * make them truly asynchronous.  register_host_memory() on a pool array ends
+ * the pool's registration (bc_hostpool_release) and makes the program's. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
 #include "barecuda/error.h"
@@ -315,6 +318,25 @@ maybe_register(char *p)
         pool.registered += cap;
     }
     pthread_mutex_unlock(&pool.mu);
+}
+
+int
+bc_hostpool_release(const void *p)
+{
+    pthread_mutex_lock(&pool.mu);
+    char *start = NULL;
+    for (size_t i = 0; i < pool.n; i++) {
+        buffer *b = &pool.bufs[i];
+        if (b->registered && (const char *)p >= b->p && (const char *)p < b->p + b->cap) {
+            start = b->p;
+            b->registered = 0;
+            pool.registered -= b->cap;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool.mu);
+    return start != NULL && bc_drv_ready && !bc_forked_child &&
+           bc_drv.cuMemHostUnregister(start) == CUDA_SUCCESS;
 }
 
 PyDoc_STRVAR(host_empty_doc,

@@ -222,6 +222,27 @@ def test_get_into_new_arrays_reuses_and_registers(ctx, pool, rng):
 
 
 @pytest.mark.gpu
+def test_async_gets_stay_pageable(ctx, pool, rng):
+    """An async get() into a new array keeps NumPy's pageable memory: page-locked
+    pool memory would let the copy finish after the call where a program that
+    forgot to synchronize read complete data before."""
+    ref = rng.random(BIG // 4, dtype=np.float32)
+    g = gpuarray.to_gpu(ref)
+    s = drv.Stream()
+    before = _driver._host_pool()
+    for _ in range(3):
+        out = g.get_async(s)
+        s.synchronize()
+        np.testing.assert_array_equal(out, ref)
+        assert not _driver._host_known(addr(out))
+        out = g.get(async_=True)
+        drv.Context.synchronize()
+        np.testing.assert_array_equal(out, ref)
+    after = _driver._host_pool()
+    assert delta(before, after, "hits", "misses") == (0, 0)
+
+
+@pytest.mark.gpu
 def test_get_orders_and_from_device(ctx, pool, rng):
     a = rng.standard_normal((3000, 1100))                    # 25 MiB of float64
     for host in (a, np.asfortranarray(a)):
@@ -262,6 +283,32 @@ def test_registration_renewed_after_its_context_ends(pool, rng):
     finally:
         drv.Context.pop()
         prim.detach()
+
+
+@pytest.mark.gpu
+def test_register_host_memory_takes_over_from_the_pool(ctx, pool, rng):
+    ref = rng.random(BIG // 4, dtype=np.float32)
+    g = gpuarray.to_gpu(ref)
+    g.get()
+    out = g.get()                                            # page-locked by the pool
+    p = addr(out)
+    assert _driver._host_known(p)
+    held = _driver._host_pool()["registered_bytes"]
+    mine = drv.register_host_memory(out[1000:])              # overlaps the pool's
+    assert _driver._host_pool()["registered_bytes"] == held - BIG
+    assert not _driver._host_known(p) and _driver._host_known(addr(mine))
+    g.set(ref[::-1].copy())
+    g.get(out)
+    np.testing.assert_array_equal(mine, ref[::-1][1000:])
+    mine.base.unregister()
+    del mine, out
+    again = g.get()                                          # the pool locks it again
+    assert addr(again) == p and _driver._host_known(p)
+    np.testing.assert_array_equal(again, ref[::-1])
+    theirs = drv.register_host_memory(again)
+    with pytest.raises(drv.Error, match="cuMemHostRegister"):  # registered by the program:
+        drv.register_host_memory(again)                      # not the pool's to give up
+    theirs.base.unregister()
 
 
 @pytest.mark.gpu

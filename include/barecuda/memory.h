@@ -117,6 +117,11 @@ PyObject *bc_array_over(bc_ArraySpec *s, void *data, PyObject *base);
  * managed), so that copies of it go straight to the DMA (src/staging.c). */
 int bc_host_is_known(void *p);
 
+/* If p lies in host-pool memory the pool page-locked (src/hostpool.c), end that
+ * registration, so that the program can register the memory itself; 1 when one
+ * ended. */
+int bc_hostpool_release(const void *p);
+
 /* IPC handles (memory.c): remember a handle (bytes) this process exported, and
  * raise LogicError naming `who` when asked to open one of them here (the driver
  * refuses that with an unhelpful code).  0 or -1. */

@@ -394,7 +394,10 @@ class GPUArray(_cdrv._ArrayBase):
         if new:
             if pagelocked and self.size:
                 ary = _drv.pagelocked_empty(self.shape, self.dtype, order=order)
-            elif self.nbytes >= _HOST_POOL_MIN:     # its memory kept for the next one
+            elif self.nbytes >= _HOST_POOL_MIN and not async_:
+                # its memory kept for the next one, and page-locked from its second
+                # use; not for async copies, which page-locked memory would make
+                # truly asynchronous where pageable memory was copied at once
                 ary = _cdrv._host_empty(self.shape, self.dtype, order)
             else:
                 ary = np.empty(self.shape, self.dtype, order=order)
