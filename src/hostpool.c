@@ -61,6 +61,20 @@ static struct {
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A child forked while another thread held the lock must not wait for it. */
+static void
+pool_after_fork(void)
+{
+    pthread_mutex_init(&pool.mu, NULL);
+}
+
+static void
+register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, pool_after_fork);
+}
 
 static void
 budget_from_env(void)
@@ -443,6 +457,7 @@ static PyMethodDef hostpool_methods[] = {
 int
 bc_hostpool_setup(PyObject *m, bc_State *Py_UNUSED(st))
 {
+    pthread_once(&atfork_once, register_atfork);
     if (PyModule_AddIntConstant(m, "_HOST_POOL_MIN", (long)POOL_MIN) < 0)
         return -1;
     return PyModule_AddFunctions(m, hostpool_methods);

@@ -3,8 +3,10 @@
 makes, kept for the next one and page-locked from its second use."""
 
 import gc
+import os
 import pickle
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -195,6 +197,35 @@ def test_threads(pool):
     assert errors == []
     info = _driver._host_pool()
     assert info["in_use"] == 0 and info["free_bytes"] <= info["budget"]
+
+
+def test_forked_child_uses_and_frees_pool_memory(pool, rng):
+    """A child made by fork() frees the arrays it inherited back into its own copy
+    of the pool and makes new ones, while the parent's stay untouched."""
+    ref = rng.integers(0, 1 << 16, BIG // 4, dtype=np.int32)
+    kept = _driver._host_empty(ref.shape, np.int32)
+    kept[:] = ref
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)   # fork with threads around
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            inherited = kept.copy()
+            ok = (inherited == ref).all()
+            kept[:] = 0                                       # the child's copy of the pages
+            before = _driver._host_pool()
+            fresh = [_driver._host_empty(BIG, np.uint8) for _ in range(3)]
+            for f in fresh:
+                f[::4096] = 5
+            del fresh, f
+            info = _driver._host_pool()
+            code = 0 if ok and info["free_bytes"] >= before["free_bytes"] + 3 * BIG else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    np.testing.assert_array_equal(kept, ref)
 
 
 # ---------------------------------------------------------------- on the GPU
