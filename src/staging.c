@@ -8,12 +8,12 @@
  * the transfer is cut into `chunk`-byte pieces that up to `workers` threads
  * take in turn; each thread owns `depth` pinned buffers, round-robin with one
  * event each, and overlaps its host memcpy (where the page faults happen, now
- * in parallel) with the DMA of its other buffers.  A copy to the host whose destination is
- * not yet in memory (a new array) also starts `prefault` threads that populate
- * its pages (madvise MADV_POPULATE_WRITE, which never changes the contents)
- * ahead of the workers, so the workers mostly find their pages present.  The
- * DMA runs in order on the caller's stream, and the call returns when every
- * byte has arrived, as cuMemcpyHtoD/cuMemcpyDtoH do.
+ * in parallel) with the DMA of its other buffers.  A copy to the host whose
+ * destination is not yet in memory (a new array) also starts `prefault` threads
+ * that populate its pages (madvise MADV_POPULATE_WRITE, which never changes the
+ * contents) ahead of the workers, so the workers mostly find their pages
+ * present.  The DMA runs in order on the caller's stream, and the call returns
+ * when every byte has arrived, as cuMemcpyHtoD/cuMemcpyDtoH do.
  *
  * The pinned buffers (workers * depth * chunk bytes, our own memory registered
  * portable on the first large copy, see stage_buffers) are shared by the
@@ -148,9 +148,9 @@ typedef struct {
     CUresult rc;
 } worker;
 
-/* Take the copy's chunks from w->next until none is left, w->depth in flight: the host side
- * of one chunk overlaps the DMA of the others.  Returns with no DMA pending on
- * its buffers. */
+/* Take the copy's chunks from w->next until none is left, w->depth in flight:
+ * the host side of one chunk overlaps the DMA of the others.  Returns with no
+ * DMA pending on its buffers. */
 static void *
 worker_run(void *arg)
 {

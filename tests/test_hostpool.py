@@ -49,9 +49,8 @@ def test_tools_host_pool(pool):
         tools.host_pool(budget_mib=1.5)
 
 
-def test_min_is_what_gpuarray_uses():
+def test_min_is_8_mib():
     assert _driver._HOST_POOL_MIN == 8 * MiB
-    assert gpuarray._HOST_POOL_MIN == _driver._HOST_POOL_MIN
 
 
 def test_small_arrays_are_plain_numpy(pool):
@@ -245,6 +244,9 @@ def test_get_into_new_arrays_reuses_and_registers(ctx, pool, rng):
         # the program keeps the last result while making the next
         last = out  # noqa: F841
     info = _driver._host_pool()
+    small = gpuarray.to_gpu(ref[:_driver._HOST_POOL_MIN // 4 - 1])   # under the minimum
+    np.testing.assert_array_equal(small.get(), ref[:small.size])
+    assert _driver._host_pool() == info                    # plain NumPy memory
     # two buffers alternate; each is page-locked from its second use on
     assert len({p for p, _ in seen}) == 2
     assert [k for _, k in seen] == [False, False, True, True, True]

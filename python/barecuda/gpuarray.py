@@ -394,10 +394,11 @@ class GPUArray(_cdrv._ArrayBase):
         if new:
             if pagelocked and self.size:
                 ary = _drv.pagelocked_empty(self.shape, self.dtype, order=order)
-            elif self.nbytes >= _HOST_POOL_MIN and not async_:
-                # its memory kept for the next one, and page-locked from its second
-                # use; not for async copies, which page-locked memory would make
-                # truly asynchronous where pageable memory was copied at once
+            elif not async_:
+                # numpy.empty, whose memory comes from the host pool when large (kept
+                # for the next one, page-locked from its second use); not for async
+                # copies, which page-locked memory would make truly asynchronous
+                # where pageable memory was copied at once
                 ary = _cdrv._host_empty(self.shape, self.dtype, order)
             else:
                 ary = np.empty(self.shape, self.dtype, order=order)
@@ -908,7 +909,6 @@ _SUMS = _cdrv._OpTable(GPUArray, "reduce", "sum")
 # threads (src/staging.c): faster than the driver's single bounce buffer.
 _htod_staged = _cdrv._htod_staged
 _dtoh_staged = _cdrv._dtoh_staged
-_HOST_POOL_MIN = _cdrv._HOST_POOL_MIN   # new arrays this large come from the host pool
 
 
 def _htod(ptr: int, host: npt.NDArray[Any], async_: bool, stream: Stream | None) -> None:
