@@ -487,10 +487,45 @@ put(char *dst, const void *src, size_t size)
     }
 }
 
-/* The kernel's layout is known: each argument goes to its parameter's offset,
- * its size checked against the parameter's.  DeviceAllocations and NumPy
- * scalars (the type of the previous argument remembered) take a few
+/* One __call__ argument at its parameter's offset, its size checked against the
+ * parameter's.  DeviceAllocations and NumPy scalars (*kind: the last scalar
+ * kind met, which the next argument is likely to share) take a few
  * instructions; everything else goes through classify_arg. */
+static inline int
+pack_call_one(bc_State *st, bc_Function *f, Py_ssize_t i, PyObject *arg, char *dst,
+              bc_packbuf *pb, const scalar_kind **kind)
+{
+    PyTypeObject *tp = Py_TYPE(arg);
+    unsigned int want = f->param_size[i];
+    if (tp == (PyTypeObject *)st->DeviceAllocationType) {
+        bc_DeviceAllocation *a = (bc_DeviceAllocation *)arg;
+        if (want == sizeof(uint64_t) && !a->freed && !(a->ctx && a->ctx->released)) {
+            uint64_t p = (uint64_t)a->ptr;
+            memcpy(dst, &p, sizeof p);
+            return 0;
+        }
+    } else {
+        const scalar_kind *k = *kind != NULL && (*kind)->type == tp ? *kind : scalar_lookup(tp);
+        if (k != NULL) {
+            if (k->size != want)
+                return size_mismatch(f, i, k->size, arg);
+            put(dst, (const char *)arg + k->offset, k->size);
+            *kind = k;
+            return 0;
+        }
+    }
+    uint64_t tmp[2] = {0, 0};
+    const void *src = tmp;
+    size_t size = 0, align = 1;
+    if (classify_arg(st, i, arg, tmp, &src, &size, &align, pb) < 0)
+        return -1;
+    if (size != want)
+        return size_mismatch(f, i, size, arg);
+    memcpy(dst, src, size);
+    return 0;
+}
+
+/* The kernel's layout is known: each argument to its parameter's offset. */
 static int
 pack_call_table(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
                 bc_packbuf *pb)
@@ -503,40 +538,10 @@ pack_call_table(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t 
     char *buf = pb->buf;
     if (f->param_gaps) /* no stack garbage in the kernel's parameters */
         memset(buf, 0, total);
-    const unsigned int *offset = f->param_offset, *want = f->param_size;
-    PyTypeObject *dalloc = (PyTypeObject *)st->DeviceAllocationType, *last = NULL;
-    const scalar_kind *last_kind = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *arg = args[i];
-        PyTypeObject *tp = Py_TYPE(arg);
-        char *dst = buf + offset[i];
-        if (tp == dalloc) {
-            bc_DeviceAllocation *a = (bc_DeviceAllocation *)arg;
-            if (want[i] == sizeof(uint64_t) && !a->freed && !(a->ctx && a->ctx->released)) {
-                uint64_t p = (uint64_t)a->ptr;
-                memcpy(dst, &p, sizeof p);
-                continue;
-            }
-        } else {
-            const scalar_kind *k = tp == last ? last_kind : scalar_lookup(tp);
-            if (k != NULL) {
-                if (k->size != want[i])
-                    return size_mismatch(f, i, k->size, arg);
-                put(dst, (const char *)arg + k->offset, k->size);
-                last = tp;
-                last_kind = k;
-                continue;
-            }
-        }
-        uint64_t tmp[2] = {0, 0};
-        const void *src = tmp;
-        size_t size = 0, align = 1;
-        if (classify_arg(st, i, arg, tmp, &src, &size, &align, pb) < 0)
+    const scalar_kind *kind = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (pack_call_one(st, f, i, args[i], buf + f->param_offset[i], pb, &kind) < 0)
             return -1;
-        if (size != want[i])
-            return size_mismatch(f, i, size, arg);
-        memcpy(dst, src, size);
-    }
     pb->size = total;
     return 0;
 }
@@ -792,6 +797,7 @@ bc_args_prepare(bc_Function *self, PyObject *types)
         }
     }
     self->prepared_gaps = sum != off;
+    bc_args_memo_free(&self->prep_memo); /* packed to the old layout */
     PyMem_Free(self->prepared);
     self->prepared = specs;
     self->nprepared = n;
@@ -1100,83 +1106,240 @@ exact_int(PyObject *arg, long long *v)
 }
 
 /* The common exact types convert inline (an int, a float, a DeviceAllocation, a
- * NumPy scalar of the parameter's own type); anything else, or a value out of
- * range, goes to pack_prepared_one, which converts or raises. */
+ * NumPy scalar of the parameter's own type): 1 when packed, 0 when not (any
+ * other type, or a value out of range: pack_prepared_one converts or raises). */
+static inline int
+pack_prepared_fast(PyTypeObject *dalloc, const bc_ArgSpec *a, PyObject *arg, char *dst)
+{
+    PyTypeObject *tp = Py_TYPE(arg);
+    long long v;
+    switch (a->conv) {
+    case CONV_PTR:
+        if (tp == dalloc) {
+            bc_DeviceAllocation *al = (bc_DeviceAllocation *)arg;
+            if (!al->freed && !(al->ctx && al->ctx->released)) {
+                uint64_t p = (uint64_t)al->ptr;
+                memcpy(dst, &p, sizeof p);
+                return 1;
+            }
+        } else if (tp == &PyLong_Type) {
+            if (exact_int(arg, &v) && v >= 0) {
+                uint64_t p = (uint64_t)v;
+                memcpy(dst, &p, sizeof p);
+                return 1;
+            }
+        }
+        return 0;
+    case CONV_INT:
+        if (tp == &PyLong_Type)
+            return exact_int(arg, &v) &&
+                   bc_pack_integer(a->code, v < 0, v, (unsigned long long)v, dst) == 0;
+        const scalar_kind *k = scalar_lookup(tp);
+        if (k != NULL && k->code == a->code) {
+            put(dst, (const char *)arg + k->offset, a->size);
+            return 1;
+        }
+        return 0;
+    case CONV_F32:
+        if (tp == &PyFloat_Type) {
+            double d = PyFloat_AS_DOUBLE(arg);
+            if (fabs(d) > FLT_MAX && isfinite(d))
+                return 0;
+            float x = (float)d;
+            memcpy(dst, &x, sizeof x);
+            return 1;
+        }
+        if (tp == &PyFloatArrType_Type) {
+            memcpy(dst, &((PyFloatScalarObject *)arg)->obval, sizeof(float));
+            return 1;
+        }
+        return 0;
+    case CONV_F64:
+        if (tp == &PyFloat_Type) {
+            double d = PyFloat_AS_DOUBLE(arg);
+            memcpy(dst, &d, sizeof d);
+            return 1;
+        }
+        if (tp == &PyDoubleArrType_Type) {
+            memcpy(dst, &((PyDoubleScalarObject *)arg)->obval, sizeof(double));
+            return 1;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int
+prepared_count_mismatch(bc_Function *f, Py_ssize_t n)
+{
+    PyErr_Format(PyExc_TypeError, "prepared kernel %R takes %zd argument%s (%U), got %zd",
+                 f->name, f->nprepared, f->nprepared == 1 ? "" : "s", f->arg_format, n);
+    return -1;
+}
+
 int
 bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n, char *buf)
 {
-    if (n != f->nprepared) {
-        PyErr_Format(PyExc_TypeError, "prepared kernel %R takes %zd argument%s (%U), got %zd",
-                     f->name, f->nprepared, f->nprepared == 1 ? "" : "s", f->arg_format, n);
-        return -1;
-    }
+    if (n != f->nprepared)
+        return prepared_count_mismatch(f, n);
     if (f->prepared_gaps)
         memset(buf, 0, f->prepared_bytes);
     PyTypeObject *dalloc = (PyTypeObject *)st->DeviceAllocationType;
     for (Py_ssize_t i = 0; i < n; i++) {
         const bc_ArgSpec *a = &f->prepared[i];
         char *dst = buf + a->offset;
-        PyObject *arg = args[i];
-        PyTypeObject *tp = Py_TYPE(arg);
-        long long v;
-        switch (a->conv) {
-        case CONV_PTR:
-            if (tp == dalloc) {
-                bc_DeviceAllocation *al = (bc_DeviceAllocation *)arg;
-                if (!al->freed && !(al->ctx && al->ctx->released)) {
-                    uint64_t p = (uint64_t)al->ptr;
-                    memcpy(dst, &p, sizeof p);
-                    continue;
-                }
-            } else if (tp == &PyLong_Type) {
-                if (exact_int(arg, &v) && v >= 0) {
-                    uint64_t p = (uint64_t)v;
-                    memcpy(dst, &p, sizeof p);
-                    continue;
-                }
-            }
-            break;
-        case CONV_INT:
-            if (tp == &PyLong_Type) {
-                if (exact_int(arg, &v) && bc_pack_integer(a->code, v < 0, v, (unsigned long long)v, dst) == 0)
-                    continue;
-            } else {
-                const scalar_kind *k = scalar_lookup(tp);
-                if (k != NULL && k->code == a->code) {
-                    put(dst, (const char *)arg + k->offset, a->size);
-                    continue;
-                }
-            }
-            break;
-        case CONV_F32:
-            if (tp == &PyFloat_Type) {
-                double d = PyFloat_AS_DOUBLE(arg);
-                if (!(fabs(d) > FLT_MAX && isfinite(d))) {
-                    float x = (float)d;
-                    memcpy(dst, &x, sizeof x);
-                    continue;
-                }
-            } else if (tp == &PyFloatArrType_Type) {
-                memcpy(dst, &((PyFloatScalarObject *)arg)->obval, sizeof(float));
-                continue;
-            }
-            break;
-        case CONV_F64:
-            if (tp == &PyFloat_Type) {
-                double d = PyFloat_AS_DOUBLE(arg);
-                memcpy(dst, &d, sizeof d);
-                continue;
-            } else if (tp == &PyDoubleArrType_Type) {
-                memcpy(dst, &((PyDoubleScalarObject *)arg)->obval, sizeof(double));
-                continue;
-            }
-            break;
-        default:
-            break;
-        }
-        if (pack_prepared_one(st, i, a, arg, dst) < 0)
+        if (!pack_prepared_fast(dalloc, a, args[i], dst) &&
+            pack_prepared_one(st, i, a, args[i], dst) < 0)
             return -1;
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the argument memo */
+
+_Atomic uint64_t bc_args_memo_epoch = 1; /* a new memo's 0 never matches */
+
+static bc_ArgMemo *
+memo_new(Py_ssize_t n, size_t bytes)
+{
+    size_t head = sizeof(bc_ArgMemo), slots = (size_t)n * sizeof(PyObject *);
+    size_t flags = ((size_t)n + 15) & ~(size_t)15;
+    bc_ArgMemo *m = PyMem_Calloc(1, head + slots + flags + bytes + 1);
+    if (m == NULL)
+        return (bc_ArgMemo *)PyErr_NoMemory();
+    m->n = n;
+    m->last = (PyObject **)((char *)m + head);
+    m->owned = (unsigned char *)m->last + slots;
+    m->buf = (char *)m->owned + flags;
+    return m;
+}
+
+static inline void
+memo_drop(bc_ArgMemo *m, Py_ssize_t i)
+{
+    PyObject *o = m->last[i];
+    m->last[i] = NULL;
+    if (m->owned[i]) {
+        m->owned[i] = 0;
+        Py_DECREF(o); /* an int, a float or a NumPy scalar: runs no Python code */
+    }
+}
+
+/* Slot i remembers arg, just packed, if its bytes cannot change while it lives. */
+static inline void
+memo_keep(bc_State *st, bc_ArgMemo *m, Py_ssize_t i, PyObject *arg)
+{
+    PyTypeObject *tp = Py_TYPE(arg);
+    if (tp == (PyTypeObject *)st->DeviceAllocationType) {
+        ((bc_DeviceAllocation *)arg)->in_memo = 1;
+        m->last[i] = arg;
+    } else if (tp == &PyLong_Type || tp == &PyFloat_Type || scalar_lookup(tp) != NULL) {
+        m->last[i] = Py_NewRef(arg);
+        m->owned[i] = 1;
+    }
+}
+
+/* Take m for a launch: its slots emptied first when a kept object may have
+ * ended since they were filled. */
+static inline void
+memo_take(bc_ArgMemo *m)
+{
+    uint64_t now = atomic_load_explicit(&bc_args_memo_epoch, memory_order_relaxed);
+    if (m->epoch != now) {
+        for (Py_ssize_t i = 0; i < m->n; i++)
+            memo_drop(m, i);
+        m->epoch = now;
+    }
+    m->busy = 1;
+}
+
+void
+bc_args_memo_dead(bc_ArgMemo *m)
+{
+    for (Py_ssize_t i = 0; i < m->n; i++)
+        memo_drop(m, i);
+    PyMem_Free(m);
+}
+
+void
+bc_args_memo_free(bc_ArgMemo **memo)
+{
+    bc_ArgMemo *m = *memo;
+    *memo = NULL;
+    if (m == NULL)
+        return;
+    if (m->busy)
+        m->dead = 1;
+    else
+        bc_args_memo_dead(m);
+}
+
+int
+bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
+                       bc_packbuf *pb)
+{
+    bc_ArgMemo *m = f->call_memo;
+    if (n == 0 && f->nparams == 0)
+        return 0; /* pb->size is 0 already */
+    if (f->nparams <= 0 || n != f->nparams || (m != NULL && m->busy))
+        return bc_args_pack_call(st, f, args, n, pb);
+    if (m == NULL && (m = f->call_memo = memo_new(n, f->param_bytes)) == NULL)
+        return -1;
+    memo_take(m);
+    pb->memo = m; /* bc_packbuf_free gives it back, on error too */
+    pb->buf = m->buf;
+    pb->size = pb->cap = f->param_bytes;
+    PyObject **last = m->last;
+    if (memcmp(args, last, (size_t)n * sizeof *args) == 0)
+        return 0; /* the arguments of the last launch, every one */
+    const scalar_kind *kind = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *arg = args[i];
+        if (arg == last[i])
+            continue;
+        memo_drop(m, i);
+        if (pack_call_one(st, f, i, arg, m->buf + f->param_offset[i], pb, &kind) < 0)
+            return -1;
+        memo_keep(st, m, i, arg);
+    }
+    return 0;
+}
+
+int
+bc_args_pack_prepared_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
+                           bc_ArgMemo **memo)
+{
+    bc_ArgMemo *m = f->prep_memo;
+    *memo = NULL;
+    if (n != f->nprepared)
+        return prepared_count_mismatch(f, n);
+    if (n == 0)
+        return 0;
+    if (m != NULL && m->busy)
+        return 1;
+    if (m == NULL && (m = f->prep_memo = memo_new(n, f->prepared_bytes)) == NULL)
+        return -1;
+    memo_take(m);
+    PyTypeObject *dalloc = (PyTypeObject *)st->DeviceAllocationType;
+    PyObject **last = m->last;
+    if (memcmp(args, last, (size_t)n * sizeof *args) != 0) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *arg = args[i];
+            if (arg == last[i])
+                continue;
+            memo_drop(m, i);
+            const bc_ArgSpec *a = &f->prepared[i];
+            char *dst = m->buf + a->offset;
+            if (!pack_prepared_fast(dalloc, a, arg, dst) &&
+                pack_prepared_one(st, i, a, arg, dst) < 0) {
+                bc_args_memo_done(m);
+                return -1;
+            }
+            memo_keep(st, m, i, arg);
+        }
+    }
+    *memo = m;
     return 0;
 }
 
@@ -1226,6 +1389,75 @@ bc_pack_prepared_py(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         Py_CLEAR(out);
     return out;
 }
+
+PyDoc_STRVAR(pack_memo_doc,
+"_pack_memo(function, prepared, *args)\n--\n\n"
+"Private: the bytes a launch would hand to the kernel for `args`, packed through\n"
+"the Function's argument memo as __call__ (or, with `prepared` true, the\n"
+"prepared calls) packs them.");
+
+static PyObject *
+bc_pack_memo(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    if (nargs < 2 || Py_TYPE(args[0]) != (PyTypeObject *)st->FunctionType) {
+        PyErr_SetString(PyExc_TypeError, "_pack_memo(function, prepared, *args)");
+        return NULL;
+    }
+    bc_Function *f = (bc_Function *)args[0];
+    int prepared = PyObject_IsTrue(args[1]);
+    if (prepared < 0)
+        return NULL;
+    PyObject *out = NULL;
+    if (prepared) {
+        if (f->nprepared < 0)
+            return bc_error_logic(st, "call prepare() first"), NULL;
+        bc_ArgMemo *memo;
+        int rc = bc_args_pack_prepared_memo(st, f, args + 2, nargs - 2, &memo);
+        if (rc < 0)
+            return NULL;
+        if (rc == 1)
+            return bc_error_logic(st, "_pack_memo(): the memo is in use"), NULL;
+        out = PyBytes_FromStringAndSize(memo ? memo->buf : "", (Py_ssize_t)f->prepared_bytes);
+        if (memo != NULL)
+            bc_args_memo_done(memo);
+        return out;
+    }
+    bc_packbuf pb;
+    bc_packbuf_init(&pb);
+    if (bc_args_pack_call_memo(st, f, args + 2, nargs - 2, &pb) == 0)
+        out = PyBytes_FromStringAndSize(pb.buf, (Py_ssize_t)pb.size);
+    bc_packbuf_free(&pb);
+    return out;
+}
+
+PyDoc_STRVAR(memo_slots_doc,
+"_memo_slots(function, prepared=False)\n--\n\n"
+"Private: for each parameter of the Function's argument memo (of __call__, or of\n"
+"the prepared calls), whether its next launch would take that parameter's\n"
+"bytes as they are when passed the same object again.  Empty before the first\n"
+"launch.");
+
+static PyObject *
+bc_memo_slots(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_from_module(m);
+    static char *kwlist[] = {"function", "prepared", NULL};
+    PyObject *fobj;
+    int prepared = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|p:_memo_slots", kwlist,
+                                     (PyTypeObject *)st->FunctionType, &fobj, &prepared))
+        return NULL;
+    bc_Function *f = (bc_Function *)fobj;
+    bc_ArgMemo *memo = prepared ? f->prep_memo : f->call_memo;
+    Py_ssize_t n = memo ? memo->n : 0;
+    int stale = memo && memo->epoch != atomic_load(&bc_args_memo_epoch);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++)
+        PyTuple_SET_ITEM(out, i, PyBool_FromLong(!stale && memo->last[i] != NULL));
+    return out;
+}
+
 PyDoc_STRVAR(bench_pack_doc,
 "_bench_pack(function, args, iterations, prepared=False)\n--\n\n"
 "Private: seconds per packing of the tuple `args` as __call__ (or, with\n"
@@ -1280,6 +1512,9 @@ static PyMethodDef argpack_functions[] = {
     {"_pack_args", (PyCFunction)(void (*)(void))bc_pack_args, METH_FASTCALL, pack_args_doc},
     {"_pack_prepared", (PyCFunction)(void (*)(void))bc_pack_prepared_py, METH_FASTCALL,
      pack_prepared_doc},
+    {"_pack_memo", (PyCFunction)(void (*)(void))bc_pack_memo, METH_FASTCALL, pack_memo_doc},
+    {"_memo_slots", (PyCFunction)(void (*)(void))bc_memo_slots, METH_VARARGS | METH_KEYWORDS,
+     memo_slots_doc},
     {NULL, NULL, 0, NULL},
 };
 

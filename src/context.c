@@ -9,6 +9,7 @@
  * strong reference to its Context; detach() releases the context early and
  * makes those objects' later releases no-ops. */
 #include "barecuda/context.h"
+#include "barecuda/argpack.h"
 #include "barecuda/blockcache.h"
 #include "barecuda/error.h"
 #include "barecuda/trace.h"
@@ -274,6 +275,7 @@ bc_context_reset_primary(bc_State *st, CUdevice dev)
         if (c != NULL && !c->released) {
             context_drop_caches(c, 0); /* the reset frees the memory */
             c->released = 1;
+            bc_args_memo_invalidate(); /* its allocations are no longer valid arguments */
             if (c->kind == BC_CTX_PRIMARY)
                 bc_drv.cuDevicePrimaryCtxRelease(dev);
         }
@@ -345,6 +347,7 @@ context_release(bc_Context *self)
     if (self->released)
         return CUDA_SUCCESS;
     self->released = 1;
+    bc_args_memo_invalidate(); /* its allocations are no longer valid arguments */
     switch (self->kind) {
     case BC_CTX_PRIMARY:
         return bc_drv.cuDevicePrimaryCtxRelease(self->device);

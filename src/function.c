@@ -196,7 +196,7 @@ function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     bc_packbuf_init(&pb);
     PyObject *out = NULL;
     timer t = {NULL, NULL};
-    if (bc_args_pack_call(st, f, args, n, &pb) < 0 || module_ok(st, f) < 0)
+    if (bc_args_pack_call_memo(st, f, args, n, &pb) < 0 || module_ok(st, f) < 0)
         goto done;
     PyObject *stream_obj = stream ? stream : Py_None;
     if (pb.handlers && call_handlers(pb.handlers, "pre_call", stream_obj) < 0)
@@ -275,14 +275,26 @@ prepared_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
     if (bc_args_launch_dims(self, args[0], args[1], g, b) < 0 || bc_args_shared(shared, &sh) < 0 ||
         (stream != NULL && bc_stream_convert(st, stream, &s) < 0))
         return NULL;
+    /* Packed into the Function's memo, or (while a launch of it on another
+     * thread holds the memo) into a buffer of this call's own. */
     uint64_t stackbuf[BC_ARGS_STACK / 8];
     char *buf = (char *)stackbuf;
-    if (self->prepared_bytes > sizeof stackbuf && (buf = PyMem_Malloc(self->prepared_bytes)) == NULL)
-        return PyErr_NoMemory();
     PyObject *out = NULL;
     timer t = {NULL, NULL};
-    if (bc_args_pack_prepared(st, self, args + fixed, nargs - fixed, buf) < 0 ||
-        module_ok(st, self) < 0)
+    bc_ArgMemo *memo;
+    int rc = bc_args_pack_prepared_memo(st, self, args + fixed, nargs - fixed, &memo);
+    if (rc < 0)
+        return NULL;
+    if (memo != NULL)
+        buf = memo->buf;
+    else if (rc == 1) {
+        if (self->prepared_bytes > sizeof stackbuf &&
+            (buf = PyMem_Malloc(self->prepared_bytes)) == NULL)
+            return PyErr_NoMemory();
+        if (bc_args_pack_prepared(st, self, args + fixed, nargs - fixed, buf) < 0)
+            goto done;
+    }
+    if (module_ok(st, self) < 0)
         goto done;
     if (timed && timer_start(st, &t, s) < 0)
         goto done;
@@ -291,7 +303,9 @@ prepared_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
     out = timed ? timer_stop(st, &t, s) : Py_NewRef(Py_None);
 done:
     timer_free(&t);
-    if (buf != (char *)stackbuf)
+    if (memo != NULL)
+        bc_args_memo_done(memo);
+    else if (buf != (char *)stackbuf)
         PyMem_Free(buf);
     return out;
 }
@@ -847,6 +861,7 @@ bc_test_function(PyObject *m, PyObject *args, PyObject *kwargs)
     self->prepared_gaps = 0;
     self->dims_grid = self->dims_block = NULL;
     self->dims_max_threads = 0;
+    self->call_memo = self->prep_memo = NULL;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     if (params != Py_None) {
@@ -915,6 +930,7 @@ bc_function_new(bc_State *st, bc_Module *module, PyObject *name)
     self->prepared_gaps = 0;
     self->dims_grid = self->dims_block = NULL;
     self->dims_max_threads = 0;
+    self->call_memo = self->prep_memo = NULL;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     /* The kernel's parameter layout, when the driver can tell (CUDA 12.4+). */
@@ -970,6 +986,8 @@ function_dealloc(bc_Function *self)
     PyMem_Free(self->param_offset);
     PyMem_Free(self->param_size);
     PyMem_Free(self->prepared);
+    bc_args_memo_free(&self->call_memo);
+    bc_args_memo_free(&self->prep_memo);
     Py_CLEAR(self->arg_format);
     Py_CLEAR(self->dims_grid);
     Py_CLEAR(self->dims_block);

@@ -11,6 +11,7 @@
  * the array's base. */
 #include "barecuda/memory.h"
 #include "barecuda/argparse.h"
+#include "barecuda/argpack.h"
 #include "barecuda/blockcache.h"
 #include "barecuda/error.h"
 #include "barecuda/trace.h"
@@ -197,6 +198,8 @@ allocation_release(bc_DeviceAllocation *self, CUstream s, int sync)
     if (self->freed)
         return rc;
     self->freed = 1;
+    if (self->in_memo)
+        bc_args_memo_invalidate();
     if (self->ctx == NULL || self->ctx->released || !bc_drv_ready)
         return rc;
     int entered = bc_context_enter(self->ctx);
@@ -253,6 +256,8 @@ allocation_dealloc(bc_DeviceAllocation *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (self->in_memo) /* its address may be the next allocation's */
+        bc_args_memo_invalidate();
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->cached && !self->freed && self->ctx != NULL && !self->ctx->released &&
@@ -298,6 +303,7 @@ allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
     self->freed = 0;
     self->cached = 0;
     self->exports = 0;
+    self->in_memo = 0;
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;

@@ -7,12 +7,59 @@
 
 #include "module.h"
 
-/* A parameter buffer: on the stack up to BC_ARGS_STACK bytes, then the heap. */
+#include <stdatomic.h>
+
+/* The argument memo of one kind of launch of one Function (argpack.c): per
+ * parameter slot, the object packed there last, and the packed bytes of them
+ * all.  An argument that is the same object as last time is not converted
+ * again.  Only objects whose bytes cannot change while they live are kept:
+ * values of immutable types (int, float, the NumPy scalar types) by a strong
+ * reference, DeviceAllocations by address alone (a reference would keep device
+ * memory alive).  A kept DeviceAllocation that is freed or dies, and any
+ * context that is released, moves bc_args_memo_epoch: every memo filled before
+ * then starts over at its next launch. */
+typedef struct bc_ArgMemo {
+    uint64_t epoch;       /* bc_args_memo_epoch when the slots were last valid */
+    int busy;             /* a launch is packing into or launching from buf */
+    int dead;             /* prepare() replaced it while busy: freed when the launch is done */
+    Py_ssize_t n;         /* slots */
+    PyObject **last;      /* n slots: the object whose bytes are in buf, or NULL */
+    unsigned char *owned; /* n flags: last[i] is a strong reference */
+    char *buf;            /* the packed parameters, zero between them */
+} bc_ArgMemo;
+
+extern _Atomic uint64_t bc_args_memo_epoch;
+
+/* Every argument memo starts over (a kept DeviceAllocation ends, a context is
+ * released).  Safe without the GIL. */
+static inline void
+bc_args_memo_invalidate(void)
+{
+    atomic_fetch_add_explicit(&bc_args_memo_epoch, 1, memory_order_relaxed);
+}
+
+/* *memo emptied and freed, or left to the launch using it (then freed when it
+ * is done); *memo is NULL after.  For Function dealloc and prepare(). */
+void bc_args_memo_free(bc_ArgMemo **memo);
+/* A launch is done with memo (GIL held). */
+void bc_args_memo_dead(bc_ArgMemo *memo);
+static inline void
+bc_args_memo_done(bc_ArgMemo *memo)
+{
+    if (memo->dead)
+        bc_args_memo_dead(memo);
+    else
+        memo->busy = 0;
+}
+
+/* A parameter buffer: on the stack up to BC_ARGS_STACK bytes, then the heap, or
+ * a Function's argument memo while a launch holds it. */
 typedef struct {
     char *buf;
     size_t size; /* bytes used */
     size_t cap;
     PyObject *handlers; /* argument handlers (In/Out/InOut ...) met, or NULL */
+    bc_ArgMemo *memo;   /* buf is this memo's (busy until bc_packbuf_free) */
     uint64_t stack[BC_ARGS_STACK / 8];
 } bc_packbuf;
 
@@ -23,13 +70,17 @@ bc_packbuf_init(bc_packbuf *pb)
     pb->size = 0;
     pb->cap = sizeof pb->stack;
     pb->handlers = NULL;
+    pb->memo = NULL;
 }
 
 static inline void
 bc_packbuf_free(bc_packbuf *pb)
 {
-    if (pb->buf != (char *)pb->stack)
+    if (pb->memo != NULL)
+        bc_args_memo_done(pb->memo);
+    else if (pb->buf != (char *)pb->stack)
         PyMem_Free(pb->buf);
+    pb->memo = NULL;
     pb->buf = (char *)pb->stack;
     Py_CLEAR(pb->handlers);
 }
@@ -75,12 +126,22 @@ void bc_args_layout(bc_Function *f);
 /* __call__'s arguments into pb (handlers met are listed in pb->handlers). */
 int bc_args_pack_call(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
                       bc_packbuf *pb);
+/* The same through f's __call__ memo when the kernel's layout is known and the
+ * memo is free (pb->memo then names it); else as bc_args_pack_call. */
+int bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
+                           bc_packbuf *pb);
 /* prepare(): parse `types` (struct-style string or list of dtypes) into f's
  * prepared layout; 0, or -1 with an exception (f unchanged then). */
 int bc_args_prepare(bc_Function *f, PyObject *types);
 /* Prepared arguments into buf (f->prepared_bytes bytes). */
 int bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
                           char *buf);
+/* The same into f's prepared memo: 0 with *memo the memo, its buf packed (busy
+ * until bc_args_memo_done), or NULL when there is nothing to pack; 1 when the
+ * memo is in use (by a launch of f on another thread): then pack into a buffer
+ * of your own; -1 with an exception. */
+int bc_args_pack_prepared_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
+                               bc_ArgMemo **memo);
 
 /* Registers _pack_args and _pack_prepared. */
 int bc_argpack_setup(PyObject *m, bc_State *st);

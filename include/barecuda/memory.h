@@ -28,6 +28,8 @@ typedef struct {
     int cached;             /* BC_ALLOC_ASYNC on stream 0: dealloc hands it to the
                                context's block cache (src/blockcache.c) */
     Py_ssize_t exports;     /* live host views (managed memory): free() refuses while any */
+    int in_memo;            /* kept by a Function's argument memo: its end moves the memo
+                               epoch (include/barecuda/argpack.h) */
     PyObject *weakreflist;
 } bc_DeviceAllocation;
 

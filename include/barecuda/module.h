@@ -78,6 +78,9 @@ typedef struct {
     PyObject *dims_grid, *dims_block;
     unsigned int dims_g[3], dims_b[3];
     int dims_max_threads;
+    /* The last arguments of __call__ and of the prepared calls, slot by slot, and
+     * the bytes they packed to (argpack.c); NULL until the first launch. */
+    struct bc_ArgMemo *call_memo, *prep_memo;
     PyObject *weakreflist;
 } bc_Function;
 
