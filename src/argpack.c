@@ -488,30 +488,33 @@ put(char *dst, const void *src, size_t size)
 }
 
 /* One __call__ argument at its parameter's offset, its size checked against the
- * parameter's.  DeviceAllocations and NumPy scalars (*kind: the last scalar
- * kind met, which the next argument is likely to share) take a few
- * instructions; everything else goes through classify_arg. */
+ * parameter's.  DeviceAllocations and NumPy scalars (*kind: the kind of *last,
+ * the last scalar type met, which the next argument is likely to share) take a few
+ * instructions; everything else goes through classify_arg.  -1 with an
+ * exception, else what the argument memo may keep of it (memo_kind). */
+enum memo_kind { KEEP_NOTHING, KEEP_ADDRESS, KEEP_REFERENCE };
+
 static inline int
 pack_call_one(bc_State *st, bc_Function *f, Py_ssize_t i, PyObject *arg, char *dst,
-              bc_packbuf *pb, const scalar_kind **kind)
+              unsigned int want, bc_packbuf *pb, PyTypeObject **last, const scalar_kind **kind)
 {
     PyTypeObject *tp = Py_TYPE(arg);
-    unsigned int want = f->param_size[i];
     if (tp == (PyTypeObject *)st->DeviceAllocationType) {
         bc_DeviceAllocation *a = (bc_DeviceAllocation *)arg;
         if (want == sizeof(uint64_t) && !a->freed && !(a->ctx && a->ctx->released)) {
             uint64_t p = (uint64_t)a->ptr;
             memcpy(dst, &p, sizeof p);
-            return 0;
+            return KEEP_ADDRESS;
         }
     } else {
-        const scalar_kind *k = *kind != NULL && (*kind)->type == tp ? *kind : scalar_lookup(tp);
+        const scalar_kind *k = tp == *last ? *kind : scalar_lookup(tp);
         if (k != NULL) {
             if (k->size != want)
                 return size_mismatch(f, i, k->size, arg);
             put(dst, (const char *)arg + k->offset, k->size);
+            *last = tp;
             *kind = k;
-            return 0;
+            return KEEP_REFERENCE;
         }
     }
     uint64_t tmp[2] = {0, 0};
@@ -522,7 +525,7 @@ pack_call_one(bc_State *st, bc_Function *f, Py_ssize_t i, PyObject *arg, char *d
     if (size != want)
         return size_mismatch(f, i, size, arg);
     memcpy(dst, src, size);
-    return 0;
+    return KEEP_NOTHING;
 }
 
 /* The kernel's layout is known: each argument to its parameter's offset. */
@@ -538,9 +541,12 @@ pack_call_table(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t 
     char *buf = pb->buf;
     if (f->param_gaps) /* no stack garbage in the kernel's parameters */
         memset(buf, 0, total);
+    /* The layout in locals: the stores through char pointers below could alias f. */
+    const unsigned int *offset = f->param_offset, *size = f->param_size;
+    PyTypeObject *last = NULL;
     const scalar_kind *kind = NULL;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (pack_call_one(st, f, i, args[i], buf + f->param_offset[i], pb, &kind) < 0)
+        if (pack_call_one(st, f, i, args[i], buf + offset[i], size[i], pb, &last, &kind) < 0)
             return -1;
     pb->size = total;
     return 0;
@@ -1106,8 +1112,9 @@ exact_int(PyObject *arg, long long *v)
 }
 
 /* The common exact types convert inline (an int, a float, a DeviceAllocation, a
- * NumPy scalar of the parameter's own type): 1 when packed, 0 when not (any
- * other type, or a value out of range: pack_prepared_one converts or raises). */
+ * NumPy scalar of the parameter's own type): when packed, how the memo may keep
+ * the argument (KEEP_ADDRESS or KEEP_REFERENCE); 0 when not (any other type,
+ * or a value out of range: pack_prepared_one converts or raises). */
 static inline int
 pack_prepared_fast(PyTypeObject *dalloc, const bc_ArgSpec *a, PyObject *arg, char *dst)
 {
@@ -1120,24 +1127,26 @@ pack_prepared_fast(PyTypeObject *dalloc, const bc_ArgSpec *a, PyObject *arg, cha
             if (!al->freed && !(al->ctx && al->ctx->released)) {
                 uint64_t p = (uint64_t)al->ptr;
                 memcpy(dst, &p, sizeof p);
-                return 1;
+                return KEEP_ADDRESS;
             }
         } else if (tp == &PyLong_Type) {
             if (exact_int(arg, &v) && v >= 0) {
                 uint64_t p = (uint64_t)v;
                 memcpy(dst, &p, sizeof p);
-                return 1;
+                return KEEP_REFERENCE;
             }
         }
         return 0;
     case CONV_INT:
         if (tp == &PyLong_Type)
             return exact_int(arg, &v) &&
-                   bc_pack_integer(a->code, v < 0, v, (unsigned long long)v, dst) == 0;
+                           bc_pack_integer(a->code, v < 0, v, (unsigned long long)v, dst) == 0
+                       ? KEEP_REFERENCE
+                       : 0;
         const scalar_kind *k = scalar_lookup(tp);
         if (k != NULL && k->code == a->code) {
             put(dst, (const char *)arg + k->offset, a->size);
-            return 1;
+            return KEEP_REFERENCE;
         }
         return 0;
     case CONV_F32:
@@ -1147,22 +1156,22 @@ pack_prepared_fast(PyTypeObject *dalloc, const bc_ArgSpec *a, PyObject *arg, cha
                 return 0;
             float x = (float)d;
             memcpy(dst, &x, sizeof x);
-            return 1;
+            return KEEP_REFERENCE;
         }
         if (tp == &PyFloatArrType_Type) {
             memcpy(dst, &((PyFloatScalarObject *)arg)->obval, sizeof(float));
-            return 1;
+            return KEEP_REFERENCE;
         }
         return 0;
     case CONV_F64:
         if (tp == &PyFloat_Type) {
             double d = PyFloat_AS_DOUBLE(arg);
             memcpy(dst, &d, sizeof d);
-            return 1;
+            return KEEP_REFERENCE;
         }
         if (tp == &PyDoubleArrType_Type) {
             memcpy(dst, &((PyDoubleScalarObject *)arg)->obval, sizeof(double));
-            return 1;
+            return KEEP_REFERENCE;
         }
         return 0;
     default:
@@ -1226,18 +1235,34 @@ memo_drop(bc_ArgMemo *m, Py_ssize_t i)
     }
 }
 
-/* Slot i remembers arg, just packed, if its bytes cannot change while it lives. */
-static inline void
-memo_keep(bc_State *st, bc_ArgMemo *m, Py_ssize_t i, PyObject *arg)
+/* How the memo may keep an argument of any type that packed: by address a
+ * DeviceAllocation, by reference a value of an immutable type, else not at all
+ * (its bytes could change while it lives: a struct view, a size-1 array). */
+static int
+memo_kind_of(bc_State *st, PyObject *arg)
 {
     PyTypeObject *tp = Py_TYPE(arg);
-    if (tp == (PyTypeObject *)st->DeviceAllocationType) {
+    if (tp == (PyTypeObject *)st->DeviceAllocationType)
+        return KEEP_ADDRESS;
+    if (tp == &PyLong_Type || tp == &PyFloat_Type || scalar_lookup(tp) != NULL)
+        return KEEP_REFERENCE;
+    return KEEP_NOTHING;
+}
+
+/* Slot i remembers arg, just packed into it, as `keep` (memo_kind) says. */
+static inline void
+memo_put(bc_ArgMemo *m, Py_ssize_t i, PyObject *arg, int keep)
+{
+    PyObject *old = m->last[i];
+    int owned = m->owned[i];
+    m->last[i] = keep == KEEP_NOTHING ? NULL : arg;
+    m->owned[i] = keep == KEEP_REFERENCE;
+    if (keep == KEEP_REFERENCE)
+        Py_INCREF(arg);
+    else if (keep == KEEP_ADDRESS)
         ((bc_DeviceAllocation *)arg)->in_memo = 1;
-        m->last[i] = arg;
-    } else if (tp == &PyLong_Type || tp == &PyFloat_Type || scalar_lookup(tp) != NULL) {
-        m->last[i] = Py_NewRef(arg);
-        m->owned[i] = 1;
-    }
+    if (owned)
+        Py_DECREF(old); /* an int, a float or a NumPy scalar: runs no Python code */
 }
 
 /* Take m for a launch: its slots emptied first when a kept object may have
@@ -1275,15 +1300,29 @@ bc_args_memo_free(bc_ArgMemo **memo)
         bc_args_memo_dead(m);
 }
 
-int
-bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
-                       bc_packbuf *pb)
+/* Launches in a row in which most arguments were not the last launch's before
+ * a memo rests (a loop alternating between two sets of arguments, or making
+ * new values for most of them); launches it then leaves to the plain packing,
+ * which costs a missed slot about 25 instructions less. */
+#define MEMO_COLD_LAUNCHES 8
+#define MEMO_REST_LAUNCHES 256
+
+/* After a launch that packed `changed` of m's n slots anew. */
+static inline void
+memo_score(bc_ArgMemo *m, Py_ssize_t changed)
 {
-    bc_ArgMemo *m = f->call_memo;
-    if (n == 0 && f->nparams == 0)
-        return 0; /* pb->size is 0 already */
-    if (f->nparams <= 0 || n != f->nparams || (m != NULL && m->busy))
-        return bc_args_pack_call(st, f, args, n, pb);
+    if (2 * changed <= m->n)
+        m->cold = 0;
+    else if (++m->cold >= MEMO_COLD_LAUNCHES) {
+        m->cold = 0;
+        m->rest = MEMO_REST_LAUNCHES;
+    }
+}
+
+int
+bc_args_memo_pack_call(bc_State *st, bc_Function *f, bc_ArgMemo *m, PyObject *const *args,
+                       Py_ssize_t n, bc_packbuf *pb)
+{
     if (m == NULL && (m = f->call_memo = memo_new(n, f->param_bytes)) == NULL)
         return -1;
     memo_take(m);
@@ -1291,54 +1330,62 @@ bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_s
     pb->buf = m->buf;
     pb->size = pb->cap = f->param_bytes;
     PyObject **last = m->last;
-    if (memcmp(args, last, (size_t)n * sizeof *args) == 0)
+    if (memcmp(args, last, (size_t)n * sizeof *args) == 0) {
+        m->cold = 0;
         return 0; /* the arguments of the last launch, every one */
+    }
+    const unsigned int *offset = f->param_offset, *size = f->param_size;
+    char *buf = m->buf;
+    PyTypeObject *last_tp = NULL;
     const scalar_kind *kind = NULL;
+    Py_ssize_t changed = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *arg = args[i];
         if (arg == last[i])
             continue;
-        memo_drop(m, i);
-        if (pack_call_one(st, f, i, arg, m->buf + f->param_offset[i], pb, &kind) < 0)
+        int keep = pack_call_one(st, f, i, arg, buf + offset[i], size[i], pb, &last_tp, &kind);
+        if (keep < 0) {
+            memo_drop(m, i);
             return -1;
-        memo_keep(st, m, i, arg);
+        }
+        memo_put(m, i, arg, keep);
+        changed++;
     }
+    memo_score(m, changed);
     return 0;
 }
 
 int
-bc_args_pack_prepared_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
-                           bc_ArgMemo **memo)
+bc_args_memo_pack_prepared(bc_State *st, bc_Function *f, bc_ArgMemo *m, PyObject *const *args,
+                           Py_ssize_t n, bc_ArgMemo **memo)
 {
-    bc_ArgMemo *m = f->prep_memo;
-    *memo = NULL;
-    if (n != f->nprepared)
-        return prepared_count_mismatch(f, n);
-    if (n == 0)
-        return 0;
-    if (m != NULL && m->busy)
-        return 1;
     if (m == NULL && (m = f->prep_memo = memo_new(n, f->prepared_bytes)) == NULL)
         return -1;
     memo_take(m);
     PyTypeObject *dalloc = (PyTypeObject *)st->DeviceAllocationType;
     PyObject **last = m->last;
+    Py_ssize_t changed = 0;
     if (memcmp(args, last, (size_t)n * sizeof *args) != 0) {
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *arg = args[i];
             if (arg == last[i])
                 continue;
-            memo_drop(m, i);
             const bc_ArgSpec *a = &f->prepared[i];
             char *dst = m->buf + a->offset;
-            if (!pack_prepared_fast(dalloc, a, arg, dst) &&
-                pack_prepared_one(st, i, a, arg, dst) < 0) {
-                bc_args_memo_done(m);
-                return -1;
+            int keep = pack_prepared_fast(dalloc, a, arg, dst);
+            if (keep == 0) {
+                if (pack_prepared_one(st, i, a, arg, dst) < 0) {
+                    memo_drop(m, i);
+                    bc_args_memo_done(m);
+                    return -1;
+                }
+                keep = memo_kind_of(st, arg);
             }
-            memo_keep(st, m, i, arg);
+            memo_put(m, i, arg, keep);
+            changed++;
         }
     }
+    memo_score(m, changed);
     *memo = m;
     return 0;
 }
@@ -1416,11 +1463,14 @@ bc_pack_memo(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         int rc = bc_args_pack_prepared_memo(st, f, args + 2, nargs - 2, &memo);
         if (rc < 0)
             return NULL;
-        if (rc == 1)
-            return bc_error_logic(st, "_pack_memo(): the memo is in use"), NULL;
-        out = PyBytes_FromStringAndSize(memo ? memo->buf : "", (Py_ssize_t)f->prepared_bytes);
+        out = PyBytes_FromStringAndSize(memo ? memo->buf : NULL, (Py_ssize_t)f->prepared_bytes);
         if (memo != NULL)
             bc_args_memo_done(memo);
+        else if (out != NULL) { /* as a launch does then: a buffer of its own */
+            memset(PyBytes_AS_STRING(out), 0, f->prepared_bytes);
+            if (rc == 1 && bc_args_pack_prepared(st, f, args + 2, nargs - 2, PyBytes_AS_STRING(out)) < 0)
+                Py_CLEAR(out);
+        }
         return out;
     }
     bc_packbuf pb;

@@ -17,11 +17,14 @@
  * reference, DeviceAllocations by address alone (a reference would keep device
  * memory alive).  A kept DeviceAllocation that is freed or dies, and any
  * context that is released, moves bc_args_memo_epoch: every memo filled before
- * then starts over at its next launch. */
+ * then starts over at its next launch.  A memo whose launches keep changing
+ * most arguments rests for a while (argpack.c: memo_score). */
 typedef struct bc_ArgMemo {
     uint64_t epoch;       /* bc_args_memo_epoch when the slots were last valid */
     int busy;             /* a launch is packing into or launching from buf */
     int dead;             /* prepare() replaced it while busy: freed when the launch is done */
+    int cold;             /* launches in a row that found most slots changed */
+    int rest;             /* launches left to the plain packing before it is tried again */
     Py_ssize_t n;         /* slots */
     PyObject **last;      /* n slots: the object whose bytes are in buf, or NULL */
     unsigned char *owned; /* n flags: last[i] is a strong reference */
@@ -126,22 +129,59 @@ void bc_args_layout(bc_Function *f);
 /* __call__'s arguments into pb (handlers met are listed in pb->handlers). */
 int bc_args_pack_call(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
                       bc_packbuf *pb);
-/* The same through f's __call__ memo when the kernel's layout is known and the
- * memo is free (pb->memo then names it); else as bc_args_pack_call. */
-int bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
-                           bc_packbuf *pb);
+/* The same into f's __call__ memo m (made when NULL; n == f->nparams > 0, m not
+ * busy); pb->memo names it then. */
+int bc_args_memo_pack_call(bc_State *st, bc_Function *f, bc_ArgMemo *m, PyObject *const *args,
+                           Py_ssize_t n, bc_packbuf *pb);
+/* __call__'s packing: through f's memo when the kernel's layout is known and
+ * the memo is free and not resting, else as bc_args_pack_call.  Inline, so
+ * that launches the memo leaves to the plain packing pay nothing for it. */
+static inline int
+bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
+                       bc_packbuf *pb)
+{
+    bc_ArgMemo *m = f->call_memo;
+    if (m != NULL && n == m->n && !m->busy) {
+        if (m->rest == 0)
+            return bc_args_memo_pack_call(st, f, m, args, n, pb);
+        m->rest--; /* resting: most arguments changed at every launch lately */
+    } else if (m == NULL && n > 0 && n == f->nparams)
+        return bc_args_memo_pack_call(st, f, NULL, args, n, pb);
+    if (n == 0 && f->nparams == 0)
+        return 0; /* pb->size is 0 already */
+    return bc_args_pack_call(st, f, args, n, pb);
+}
 /* prepare(): parse `types` (struct-style string or list of dtypes) into f's
  * prepared layout; 0, or -1 with an exception (f unchanged then). */
 int bc_args_prepare(bc_Function *f, PyObject *types);
 /* Prepared arguments into buf (f->prepared_bytes bytes). */
 int bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
                           char *buf);
-/* The same into f's prepared memo: 0 with *memo the memo, its buf packed (busy
- * until bc_args_memo_done), or NULL when there is nothing to pack; 1 when the
- * memo is in use (by a launch of f on another thread): then pack into a buffer
- * of your own; -1 with an exception. */
-int bc_args_pack_prepared_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
-                               bc_ArgMemo **memo);
+/* The same into f's prepared memo m (made when NULL; n == f->nprepared > 0, m
+ * not busy): 0 with *memo the memo, its buf packed (busy until
+ * bc_args_memo_done), or -1 with an exception. */
+int bc_args_memo_pack_prepared(bc_State *st, bc_Function *f, bc_ArgMemo *m, PyObject *const *args,
+                               Py_ssize_t n, bc_ArgMemo **memo);
+/* The prepared calls' packing: 0 with *memo as above, or NULL when there is
+ * nothing to pack; 1 when the memo is in use (by a launch of f on another
+ * thread) or resting, or the count is wrong: then pack with
+ * bc_args_pack_prepared into a buffer of your own; -1 with an exception. */
+static inline int
+bc_args_pack_prepared_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,
+                           bc_ArgMemo **memo)
+{
+    bc_ArgMemo *m = f->prep_memo;
+    *memo = NULL;
+    if (m != NULL && n == m->n && !m->busy) {
+        if (m->rest == 0)
+            return bc_args_memo_pack_prepared(st, f, m, args, n, memo);
+        m->rest--; /* resting: most arguments changed at every launch lately */
+        return 1;
+    }
+    if (m == NULL && n > 0 && n == f->nprepared)
+        return bc_args_memo_pack_prepared(st, f, NULL, args, n, memo);
+    return n == 0 && f->nprepared == 0 ? 0 : 1;
+}
 
 /* Registers _pack_args and _pack_prepared. */
 int bc_argpack_setup(PyObject *m, bc_State *st);

@@ -105,6 +105,39 @@ def call_loop(f: Any, args: Sequence[Any], grid: Any = GRID, block: Any = BLOCK)
                       {"f": f, "block": block, "grid": grid}, args)
 
 
+def alternating_loop(f: Any, args: Sequence[Any], other: Sequence[Any],
+                     prepared: bool = False) -> Callable[[int], None]:
+    """loop(count): count launches of `f` (count even) as call_loop or
+    prepared_loop make them, every other one with `other` (the same values in other
+    objects), so that no launch passes an object the launch before it passed:
+    the argument memo never helps."""
+    names: dict[str, Any] = {"f": f, "call": f.prepared_call if prepared else None,
+                             "grid": GRID, "block": BLOCK}
+    names.update((f"b{i}", v) for i, v in enumerate(other))
+
+    def site(p: str) -> str:
+        listed = ", ".join(f"{p}{i}" for i in range(len(args)))
+        if prepared:
+            return f"call(grid, block{', ' if args else ''}{listed})"
+        return f"f({listed}{', ' if args else ''}block=block, grid=grid)"
+    pair = _make_loop(f"{site('a')}; {site('b')}", names, args)
+    return lambda count: pair(count // 2)
+
+
+def _other_objects(args: Sequence[Any], pointers: dict[int, Any]) -> tuple[Any, ...]:
+    """`args` with every number made again as a new object of the same value,
+    and each pointer replaced as `pointers` (by id) says."""
+    def again(v: Any) -> Any:
+        if id(v) in pointers:
+            return pointers[id(v)]
+        if isinstance(v, np.generic):
+            return type(v)(v.item())
+        return type(v)(repr(v))          # int or float, parsed anew
+    out = tuple(again(v) for v in args)
+    assert not any(x is y for x, y in zip(out, args))
+    return out
+
+
 def prepared_loop(f: Any, args: Sequence[Any], grid: Any = GRID, block: Any = BLOCK,
                   stream: Any = None, use_async: bool = False) -> Callable[[int], None]:
     """loop(count): count calls ``f.prepared_call(grid, block, a0, ...)`` (or
@@ -262,6 +295,20 @@ def run() -> list[dict[str, Any]]:
                              ratio=bratio, note=f"prepared_call / this {value / bare:.3f}"))
     finally:
         _driver._bench_arm(None)     # the armed Function holds its module
+
+    # The same launches when every argument is another object than the launch
+    # before passed (the same values): what the argument memo saves is gone.
+    a2, b2 = drv.mem_alloc(1 << 20), drv.mem_alloc(1 << 20)
+    for n in ARG_COUNTS[1:]:
+        for prepared in (False, True):
+            mine = pargs[n] if prepared else cargs[n]
+            other = _other_objects(mine, {id(a): a2, id(b): b2})
+            value, floor, ratio = _paired(
+                _timed(alternating_loop(funcs[n], mine, other, prepared), ctx_sync),
+                c_floor(funcs[n], cargs[n]))
+            what = "prepared_call" if prepared else "__call__"
+            rows.append(_row(f"launch {what}, {n} args, other objects every launch", value, floor,
+                             ratio=ratio, note="no argument as the launch before: nothing memoized"))
 
     # 64 arguments as a program holds them: in a tuple, spread into the call
     n = ARG_COUNTS[-1]
