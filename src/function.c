@@ -275,8 +275,8 @@ prepared_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
     if (bc_args_launch_dims(self, args[0], args[1], g, b) < 0 || bc_args_shared(shared, &sh) < 0 ||
         (stream != NULL && bc_stream_convert(st, stream, &s) < 0))
         return NULL;
-    /* Packed into the Function's memo, or (while a launch of it on another
-     * thread holds the memo) into a buffer of this call's own. */
+    /* Packed into the Function's memo, or (while a launch on another thread
+     * holds the memo, or while it rests) into a buffer of this call's own. */
     uint64_t stackbuf[BC_ARGS_STACK / 8];
     char *buf = (char *)stackbuf;
     PyObject *out = NULL;

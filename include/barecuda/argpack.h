@@ -44,7 +44,7 @@ bc_args_memo_invalidate(void)
 /* *memo emptied and freed, or left to the launch using it (then freed when it
  * is done); *memo is NULL after.  For Function dealloc and prepare(). */
 void bc_args_memo_free(bc_ArgMemo **memo);
-/* A launch is done with memo (GIL held). */
+/* Empty and free a memo that prepare() replaced while a launch held it (GIL held). */
 void bc_args_memo_dead(bc_ArgMemo *memo);
 static inline void
 bc_args_memo_done(bc_ArgMemo *memo)
@@ -53,6 +53,21 @@ bc_args_memo_done(bc_ArgMemo *memo)
         bc_args_memo_dead(memo);
     else
         memo->busy = 0;
+}
+
+/* Whether a launch of n arguments may pack into memo m now: the count is m's, m
+ * is not in use (a launch of its Function on another thread), and it is not
+ * resting (most arguments changed at every launch lately: a rest is counted
+ * down here). */
+static inline int
+bc_args_memo_ready(bc_ArgMemo *m, Py_ssize_t n)
+{
+    if (n != m->n || m->busy)
+        return 0;
+    if (m->rest == 0)
+        return 1;
+    m->rest--;
+    return 0;
 }
 
 /* A parameter buffer: on the stack up to BC_ARGS_STACK bytes, then the heap, or
@@ -141,12 +156,8 @@ bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_s
                        bc_packbuf *pb)
 {
     bc_ArgMemo *m = f->call_memo;
-    if (m != NULL && n == m->n && !m->busy) {
-        if (m->rest == 0)
-            return bc_args_memo_pack_call(st, f, m, args, n, pb);
-        m->rest--; /* resting: most arguments changed at every launch lately */
-    } else if (m == NULL && n > 0 && n == f->nparams)
-        return bc_args_memo_pack_call(st, f, NULL, args, n, pb);
+    if (m != NULL ? bc_args_memo_ready(m, n) : n > 0 && n == f->nparams)
+        return bc_args_memo_pack_call(st, f, m, args, n, pb);
     if (n == 0 && f->nparams == 0)
         return 0; /* pb->size is 0 already */
     return bc_args_pack_call(st, f, args, n, pb);
@@ -172,14 +183,8 @@ bc_args_pack_prepared_memo(bc_State *st, bc_Function *f, PyObject *const *args, 
 {
     bc_ArgMemo *m = f->prep_memo;
     *memo = NULL;
-    if (m != NULL && n == m->n && !m->busy) {
-        if (m->rest == 0)
-            return bc_args_memo_pack_prepared(st, f, m, args, n, memo);
-        m->rest--; /* resting: most arguments changed at every launch lately */
-        return 1;
-    }
-    if (m == NULL && n > 0 && n == f->nprepared)
-        return bc_args_memo_pack_prepared(st, f, NULL, args, n, memo);
+    if (m != NULL ? bc_args_memo_ready(m, n) : n > 0 && n == f->nprepared)
+        return bc_args_memo_pack_prepared(st, f, m, args, n, memo);
     return n == 0 && f->nprepared == 0 ? 0 : 1;
 }
 
