@@ -638,6 +638,51 @@ def test_zero_d_operands(ctx, rng, op, adt, bdt):
         gb += ga_ if ga_.size else ga.zeros(3, adt)
 
 
+def _check_power(got, want, rtol):
+    """NaN where NumPy has NaN (in either part), close elsewhere."""
+    got = np.asarray(got)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=0)
+
+
+@gpu
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128], ids=str)
+def test_complex_power_special_cases(ctx, rng, dt):
+    # NumPy's rules: z ** 0 is 1 (a NaN z too); 0 ** w is 0 for Re w > 0 and NaN
+    # otherwise (a negative, imaginary or NaN exponent); integer powers below 100 in
+    # magnitude are products (exact where the products are)
+    rtol = 1e-5 if dt == np.complex64 else 1e-12
+    bases = np.array([0, 1 + 1j, -2 + 0.5j, 0.75j, -1.5, np.nan], dt)
+    exps = np.array([0, 1j, -1j, 2, -1, 1 + 1j, -1 + 1j, 2.5, -2.5, 3, -3, 99, -7 + 0.25j,
+                     np.nan], dt)
+    x, y = np.repeat(bases, len(exps)), np.tile(exps, len(bases))
+    gx, gy = ga.to_gpu(x), ga.to_gpu(y)
+    with np.errstate(all="ignore"):
+        _check_power((gx ** gy).get(), x ** y, rtol)
+        # real exponents (complex ** real array), and real bases (real array ** complex)
+        re = np.array([0, 2, -1, 2.5, -2.5, 3, np.nan], dt(0).real.dtype)
+        xr, yr = np.repeat(bases, len(re)), np.tile(re, len(bases))
+        _check_power((ga.to_gpu(xr) ** ga.to_gpu(yr)).get(), xr ** yr, rtol)
+        _check_power((ga.to_gpu(yr) ** ga.to_gpu(xr)).get(), yr ** xr, rtol)
+        # the case the fuzz test found: a bool base of False to complex powers
+        b = np.array([True, False] * len(exps), np.bool_)
+        e = np.repeat(exps, 2)
+        _check_power((ga.to_gpu(b) ** ga.to_gpu(e)).get(), b ** e, rtol)
+        # scalar exponents, and in place
+        for w in (0, 2, -1, 1j, 2.5, 1 + 1j):
+            _check_power((gx ** w).get(), x ** w, rtol)
+            _check_power((w ** gx).get(), w ** x, rtol)
+        g = gx.copy()
+        g **= gy
+        _check_power(g.get(), x ** y, rtol)
+    # squares and cubes of small Gaussian integers are exact, as in NumPy
+    z = (rng.integers(-50, 50, 200) + 1j * rng.integers(-50, 50, 200)).astype(dt)
+    for k in (2, 3):
+        np.testing.assert_array_equal((ga.to_gpu(z) ** k).get(), z ** k)
+
+
 @gpu
 def test_mul_add(ctx, rng):
     a, b = rand(rng, 100, np.float32), rand(rng, 100, np.float32)

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The settings of staged copies (_staging_config: threads, buffers, chunk size,
-populating helpers) and copies under every combination of them."""
+populating helpers, non-temporal host copies) and copies under every combination of
+them."""
+
+import platform
 
 import numpy as np
 import pytest
@@ -8,7 +11,8 @@ import pytest
 from barecuda import _driver
 
 MiB = 1 << 20
-KEYS = {"workers", "chunk_mib", "depth", "prefault"}
+KEYS = {"workers", "chunk_mib", "depth", "prefault", "nt"}
+X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 @pytest.fixture
@@ -21,17 +25,21 @@ def restore_config():
 def test_config_reads_and_sets(restore_config):
     cur = _driver._staging_config()
     assert set(cur) == KEYS and all(type(v) is int for v in cur.values())
-    new = _driver._staging_config(workers=3, chunk_mib=5, depth=4, prefault=0)
-    assert new == {"workers": 3, "chunk_mib": 5, "depth": 4, "prefault": 0}
+    new = _driver._staging_config(workers=3, chunk_mib=5, depth=4, prefault=0, nt=0)
+    assert new == {"workers": 3, "chunk_mib": 5, "depth": 4, "prefault": 0, "nt": 0}
     assert _driver._staging_config() == new
     assert _driver._staging_config(depth=3)["depth"] == 3          # the others kept
     assert _driver._staging_config()["workers"] == 3
+    # non-temporal stores exist on x86-64 only; elsewhere asking for them leaves 0
+    assert _driver._staging_config(nt=1)["nt"] == (1 if X86 else 0)
+    assert _driver._staging_config(nt=0)["nt"] == 0
 
 
 @pytest.mark.parametrize("kw,msg", [
     ({"workers": 0}, "workers"), ({"workers": 17}, "workers"), ({"depth": 1}, "depth"),
     ({"depth": 5}, "depth"), ({"chunk_mib": 0}, "chunk_mib"), ({"chunk_mib": 65}, "chunk_mib"),
     ({"prefault": -1}, "prefault"), ({"prefault": 2**70}, "prefault"),
+    ({"nt": 2}, "nt"), ({"nt": -1}, "nt"),
 ])
 def test_config_rejects_out_of_range(restore_config, kw, msg):
     before = _driver._staging_config()
@@ -46,15 +54,18 @@ def test_config_rejects_wrong_types(restore_config):
     with pytest.raises(TypeError):
         _driver._staging_config(workers=2.5)
     with pytest.raises(TypeError):
+        _driver._staging_config(nt="yes")
+    with pytest.raises(TypeError):
         _driver._staging_config(nonsense=1)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", [
-    {"workers": 1, "chunk_mib": 1, "depth": 2, "prefault": 0},
-    {"workers": 3, "chunk_mib": 1, "depth": 3, "prefault": 2},
-    {"workers": 8, "chunk_mib": 8, "depth": 4, "prefault": 8},
-    {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 16},
+    {"workers": 1, "chunk_mib": 1, "depth": 2, "prefault": 0, "nt": 1},
+    {"workers": 3, "chunk_mib": 1, "depth": 3, "prefault": 2, "nt": 0},
+    {"workers": 8, "chunk_mib": 8, "depth": 4, "prefault": 8, "nt": 1},
+    {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 16, "nt": 0},
+    {"workers": 16, "chunk_mib": 2, "depth": 2, "prefault": 0, "nt": 1},
 ])
 @pytest.mark.parametrize("n", [MiB, 3 * MiB + 17, 40 * MiB + 123, 130 * MiB + 4097])
 def test_round_trips_under_every_setting(ctx, rng, restore_config, cfg, n):
@@ -67,6 +78,11 @@ def test_round_trips_under_every_setting(ctx, rng, restore_config, cfg, n):
     plain = np.empty(n, np.uint8)
     drv.memcpy_dtoh(plain, dev)
     np.testing.assert_array_equal(plain, host)
+    # from an address off every alignment, with a length no multiple of 16 or 64
+    _driver._htod_staged(dev, host[5:])
+    drv.memcpy_dtoh(plain[:n - 5], dev)
+    np.testing.assert_array_equal(plain[:n - 5], host[5:])
+    _driver._htod_staged(dev, host)
     # into a new array (its pages populated by the helpers), at an odd offset of a
     # larger new buffer, and into memory touched before
     np.testing.assert_array_equal(gpuarray.to_gpu(host).get(), host)

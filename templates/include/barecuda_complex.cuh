@@ -181,10 +181,46 @@ template <typename T> __device__ __forceinline__ complex<T> tan(const complex<T>
     complex<T> t = tanh(complex<T>(-z.im, z.re));
     return complex<T>(t.im, -t.re);
 }
+namespace detail {
+// a ** n for an integer n with |n| < 100, by squaring, as NumPy does it: exact where the
+// products are (so (1+1j) ** 2 is 2j, not 2j plus a rounding error in the real part).
+template <typename T> __device__ __forceinline__ complex<T> pow_int(complex<T> a, int n)
+{
+    unsigned m = n < 0 ? unsigned(-n) : unsigned(n);
+    complex<T> r(T(1), T(0));
+    for (; m; m >>= 1) {
+        if (m & 1u)
+            r = r * a;
+        a = a * a;
+    }
+    return n < 0 ? complex<T>(T(1), T(0)) / r : r;
+}
+// NumPy's rule for the exponents that need no logarithm: z ** 0 is 1 (even for a NaN z);
+// 0 ** w is 0 when Re w > 0 and NaN + NaN i otherwise (0 to a negative or an imaginary
+// power has no value); a small integer power goes by squaring.  Returns whether *r was set.
+template <typename T> __device__ __forceinline__ bool pow_special(const complex<T> &a, T bre, T bim, complex<T> *r)
+{
+    if (bre == T(0) && bim == T(0)) {
+        *r = complex<T>(T(1), T(0));
+        return true;
+    }
+    if (a.re == T(0) && a.im == T(0)) {
+        *r = bre > T(0) ? complex<T>(T(0), T(0)) : complex<T>(T(::nan("")), T(::nan("")));
+        return true;
+    }
+    if (bim == T(0) && bre > T(-100) && bre < T(100) && bre == T(int(bre))) {
+        *r = pow_int(a, int(bre));
+        return true;
+    }
+    return false;
+}
+}  // namespace detail
+
 template <typename T> __device__ __forceinline__ complex<T> pow(const complex<T> &a, const complex<T> &b)
 {
-    if (a.re == T(0) && a.im == T(0))
-        return (b.re == T(0) && b.im == T(0)) ? complex<T>(T(1), T(0)) : complex<T>(T(0), T(0));
+    complex<T> r;
+    if (detail::pow_special(a, b.re, b.im, &r))
+        return r;
     return exp(b * log(a));
 }
 
@@ -198,8 +234,9 @@ template <typename T, typename S, typename detail::enable_if<!detail::is_complex
 __device__ __forceinline__ complex<T> pow(const complex<T> &a, const S &b)
 {
     const T e = T(b);
-    if (a.re == T(0) && a.im == T(0))
-        return e == T(0) ? complex<T>(T(1), T(0)) : complex<T>(T(0), T(0));
+    complex<T> r;
+    if (detail::pow_special(a, e, T(0), &r))
+        return r;
     return polar(T(::pow(abs(a), e)), e * arg(a));
 }
 // real ** complex: a^b = exp(b ln a), with ln a real for a > 0.
