@@ -386,3 +386,73 @@ def test_gpuarray_arguments_follow_their_data_and_are_not_kept(echo):
     assert _driver._memo_slots(f)[1] is False
     f(out, x[4:], *rest, block=(1, 1, 1))
     assert _read(out)[0] == x.ptr + 16
+
+
+# ------------------------------------------------ launch(): the arguments in one tuple
+
+def test_launch_checks_its_own_arguments_first():
+    f = _fn([(0, 4), (4, 4)])
+    two = (np.int32(1), np.int32(2))
+    with pytest.raises(TypeError, match=r"launch\(\) takes grid, block and args, positionally \(2 given\)"):
+        f.launch((1, 1), (1, 1, 1))
+    with pytest.raises(TypeError, match=r"positionally \(4 given\)"):
+        f.launch((1, 1), (1, 1, 1), two, None)
+    for bad in (3, {1, 2}, "ab", np.arange(2, dtype=np.int32)):
+        with pytest.raises(TypeError, match=r"launch\(\): args must be a tuple or a list, not "):
+            f.launch((1, 1), (1, 1, 1), bad)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'grid'"):
+        f.launch((1, 1), (1, 1, 1), two, grid=(1, 1))
+    with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
+        f.launch((1, 1), (1, 1, 1), (np.int32(1),))
+    with pytest.raises(ValueError, match="block dimensions must be positive"):
+        f.launch((1, 1), (0, 1, 1), two)
+    with pytest.raises(ValueError, match="shared memory size"):
+        f.launch((1, 1), (1, 1, 1), two, shared=-1)
+    with pytest.raises(TypeError, match="stream must be a Stream"):
+        f.launch((1, 1), (1, 1, 1), two, stream="s")
+    with pytest.raises(TypeError, match="Python float"):
+        f.launch((1, 1), (1, 1, 1), (1.5, 2))
+    # with the arguments right, the Function of no module is refused, not launched
+    with pytest.raises(drv.LogicError, match="unloaded"):
+        f.launch((1, 1), (1, 1, 1), [np.int32(1), np.int32(2)])
+
+
+@pytest.mark.gpu
+def test_launch_with_a_tuple_matches_call_over_random_sequences(echo, rng):
+    f, out = echo
+    bufs = [drv.mem_alloc(64) for _ in range(3)]
+    makers = [lambda: bufs[int(rng.integers(3))], lambda: np.int32(rng.integers(-2**31, 2**31)),
+              lambda: np.float32(rng.standard_normal()), lambda: np.float64(rng.standard_normal()),
+              lambda: np.int16(rng.integers(-2**15, 2**15))]
+    args = tuple(m() for m in makers)
+    for step in range(80):
+        if rng.random() < 0.5:      # a new tuple, some of its arguments new; else the same tuple
+            args = tuple(m() if rng.random() < 0.3 else a for m, a in zip(makers, args))
+        if step % 3 == 0:
+            f.launch((1, 1), (1, 1, 1), [out, *args])
+        else:
+            f.launch((1, 1), (1, 1, 1), (out,) + args if step % 3 == 1 else (out, *args))
+        np.testing.assert_array_equal(_read(out), _expect(*args), err_msg=f"step {step}")
+        f(out, *args, block=(1, 1, 1), grid=(1, 1))
+        np.testing.assert_array_equal(_read(out), _expect(*args), err_msg=f"step {step}, __call__")
+
+
+@pytest.mark.gpu
+def test_launch_with_handlers_a_stream_and_a_tuple_subclass(echo):
+    import collections
+    f, out = echo
+    a = drv.mem_alloc(64)
+    host = np.zeros(5, np.uint64)
+    args = (drv.Out(host), a, np.int32(-5), np.float32(1.25), np.float64(-2.5), np.int16(7))
+    f.launch((1, 1), (1, 1, 1), args)                      # Out copies back after the launch
+    np.testing.assert_array_equal(host, _expect(*args[1:]))
+    s = drv.Stream()
+    f.launch((1, 1, 1), (1, 1, 1), (out,) + args[1:], stream=s, shared=0)
+    s.synchronize()
+    np.testing.assert_array_equal(_read(out), _expect(*args[1:]))
+    Args = collections.namedtuple("Args", "out p n x y s")
+    f.launch((1, 1), (1, 1, 1), Args(out, a, np.int32(3), np.float32(0.5), np.float64(9.0), np.int16(-1)))
+    np.testing.assert_array_equal(_read(out), _expect(a, 3, 0.5, 9.0, -1))
+    a.free()
+    with pytest.raises(drv.LogicError, match="freed"):
+        f.launch((1, 1), (1, 1, 1), (out,) + args[1:])

@@ -602,6 +602,10 @@ class Function:
     def prepared_timed_call(
         self, grid: _Dim3, block: _Dim3, *args: Any, shared_size: _Int = 0
     ) -> Callable[[], float]: ...
+    def launch(
+        self, grid: _Dim3, block: _Dim3, args: tuple[Any, ...] | list[Any], /,
+        stream: Stream | None = None, shared: _Int = 0
+    ) -> None: ...
     def launch_ex(
         self,
         grid: _Dim3,

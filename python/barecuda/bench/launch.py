@@ -10,6 +10,8 @@ arguments (half pointers, a quarter ``int``, a quarter ``float``).  Targets
 (shared/PERFORMANCE.md): ``__call__`` within 1.05x and prepared calls within
 1.03x of the C floor at every argument count.  CuPy's RawKernel and
 cuda.core's ``launch`` (4 arguments) run side by side when they import.
+``Function.launch(grid, block, args)``, the arguments kept in one tuple, is
+measured at every argument count against the same target as ``__call__``.
 
 The kernels are empty and their PTX is generated here (``kernel_ptx``), so this
 section needs neither NVRTC nor nvcc.  The timed loops are generated too, so
@@ -325,6 +327,16 @@ def run() -> list[dict[str, Any]]:
                         {"call": _driver._bench_noop, "args": pargs[n], "block": BLOCK, "grid": GRID}, ()))):
         value, floor, ratio = _paired(_timed(loop, ctx_sync), c_floor(funcs[n], cargs[n]))
         rows.append(_row(label, value, floor, ratio=ratio, note=_site_note(noop, value, floor)))
+
+    # the arguments kept in one tuple and passed whole: CPython spreads nothing
+    for n in ARG_COUNTS:
+        loop = _make_loop("launch(grid, block, args)",
+                          {"launch": funcs[n].launch, "args": cargs[n], "block": BLOCK, "grid": GRID}, ())
+        noop = _make_loop("launch(grid, block, args)",
+                          {"launch": _driver._bench_noop, "args": cargs[n], "block": BLOCK, "grid": GRID}, ())
+        value, floor, ratio = _paired(_timed(loop, ctx_sync), c_floor(funcs[n], cargs[n]))
+        rows.append(_row(f"launch Function.launch(grid, block, args), {n} args", value, floor,
+                         ratio=ratio, target=CALL_TARGET, note=_site_note(noop, value, floor)))
 
     f4, args4, pargs4 = funcs[4], cargs[4], pargs[4]
     value, sfloor, ratio = _paired(
