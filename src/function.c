@@ -267,9 +267,6 @@ function_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
         }
     }
     PyObject *kargs = args[2];
-    if (PyTuple_CheckExact(kargs))
-        return call_launch(st, self, &PyTuple_GET_ITEM(kargs, 0), PyTuple_GET_SIZE(kargs),
-                           args[0], args[1], stream, shared, 0);
     if (!PyTuple_Check(kargs) && !PyList_Check(kargs)) {
         PyErr_Format(PyExc_TypeError, "launch(): args must be a tuple or a list, not %.100s",
                      Py_TYPE(kargs)->tp_name);
@@ -277,7 +274,7 @@ function_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyOb
     }
     /* a list (or a tuple subclass) as a tuple of its own: code run while packing
      * (an __index__, a handler) cannot change it under us */
-    PyObject *t = PySequence_Tuple(kargs);
+    PyObject *t = PyTuple_CheckExact(kargs) ? Py_NewRef(kargs) : PySequence_Tuple(kargs);
     if (t == NULL)
         return NULL;
     PyObject *out = call_launch(st, self, &PyTuple_GET_ITEM(t, 0), PyTuple_GET_SIZE(t), args[0],

@@ -32,7 +32,7 @@
  * copy (to_gpu 0.86 -> 0.84x, no change to get()); 4 MiB chunks (to_gpu 0.73x).
  *
  * The settings come from the environment on first use (BARECUDA_STAGE_WORKERS,
- * _CHUNK_MIB, _DEPTH, _PREFAULT) and can be changed by
+ * _CHUNK_MIB, _DEPTH, _PREFAULT, _NT) and can be changed by
  * _staging_config(), so that variants can be compared in one process. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
@@ -182,7 +182,7 @@ copy_nt(char *dst, const char *src, size_t n)
         _mm_stream_si128((__m128i *)(void *)(dst + i + 32), c);
         _mm_stream_si128((__m128i *)(void *)(dst + i + 48), d);
     }
-    _mm_sfence(); /* the stores are weakly ordered: all done before the DMA or the caller reads */
+    _mm_sfence(); /* the stores are weakly ordered: all done before the caller reads */
     memcpy(dst + body, src + body, n - body);
 }
 #endif
