@@ -160,9 +160,19 @@ bc_array_pool_destroy(bc_Context *ctx)
     int entered = bc_context_enter(ctx);
     if (entered < 0)
         return;
-    /* Allocations still out keep the pool until they are freed (driver docs);
-     * in a destructor's path: no error to raise. */
-    bc_drv.cuMemPoolDestroy(pool);
+    /* Destroyed only when no free into it is pending (the caller has freed what
+     * it could: the kernel cache's arrays, the cached blocks), so the driver
+     * finishes it now, not inside a later call.  Allocations still out (arrays a
+     * program keeps past detach()) keep it until the process ends: their release
+     * is skipped once the context is released.  A context whose synchronize
+     * fails (a sticky error) keeps its pool.  In a destructor's path: no error
+     * to raise. */
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bc_drv.cuCtxSynchronize();
+    Py_END_ALLOW_THREADS
+    if (rc == CUDA_SUCCESS)
+        bc_drv.cuMemPoolDestroy(pool);
     bc_context_leave(entered);
 }
 

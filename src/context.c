@@ -81,17 +81,21 @@ registry_add(bc_State *st, bc_Context *ctx)
     return rc;
 }
 
-/* Empty the kernel and block caches and destroy the array pool.  `release` frees
- * the cached blocks (the context stays valid: a primary context somebody else may
- * still retain); otherwise they go with the context, except when they came from
- * the array pool, a device-wide object: then they are freed into it before it is
- * destroyed, so none keeps it alive. */
+/* Empty the kernel and block caches and destroy the array pool, in that order.
+ * The kernel cache may hold GPUArrays (rand()'s generator state): dropping it
+ * first frees them into the pool while the pool still exists, and puts their
+ * small blocks into the block cache.  `release` frees the cached blocks (the
+ * context stays valid: a primary context somebody else may still retain);
+ * otherwise they go with the context, except when they came from the array pool,
+ * a device-wide object: then they are freed into it before it is destroyed.
+ * Freeing memory into a pool after cuMemPoolDestroy killed test processes with
+ * SIGFPE inside the driver's next cuMemAllocFromPoolAsync (H100, driver 580). */
 static void
 context_drop_caches(bc_Context *self, int release)
 {
+    Py_CLEAR(self->kernels);
     bc_block_flush(self, release || self->array_pool != NULL);
     bc_array_pool_destroy(self);
-    Py_CLEAR(self->kernels);
 }
 
 static bc_Context *
@@ -252,6 +256,40 @@ bc_context_current(bc_State *st)
     return bc_context_wrap(st, cur);
 }
 
+/* Give back what a wrapper of `kind` holds; the driver's answer.  No GIL needed. */
+static CUresult
+release_handle(int kind, CUdevice dev, CUcontext handle)
+{
+    switch (kind) {
+    case BC_CTX_PRIMARY:
+        return bc_drv.cuDevicePrimaryCtxRelease(dev);
+    case BC_CTX_OWNED:
+        return bc_drv.cuCtxDestroy(handle);
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
+/* Mark the wrapper released (GIL held): from here on, objects made in it skip
+ * their own release.  Returns 0 when it already was.  Callers empty the caches
+ * first (context still valid): context_drop_caches. */
+static int
+context_mark_released(bc_Context *self)
+{
+    if (self->released)
+        return 0;
+    self->released = 1;
+    bc_args_memo_invalidate(); /* its allocations are no longer valid arguments */
+    return 1;
+}
+
+static CUresult
+context_release(bc_Context *self)
+{
+    return context_mark_released(self) ? release_handle(self->kind, self->device, self->handle)
+                                        : CUDA_SUCCESS;
+}
+
 PyObject *
 bc_context_reset_primary(bc_State *st, CUdevice dev)
 {
@@ -274,8 +312,7 @@ bc_context_reset_primary(bc_State *st, CUdevice dev)
         bc_Context *c = (bc_Context *)bc_weakref_get(PyList_GET_ITEM(list, i));
         if (c != NULL && !c->released) {
             context_drop_caches(c, 0); /* the reset frees the memory */
-            c->released = 1;
-            bc_args_memo_invalidate(); /* its allocations are no longer valid arguments */
+            context_mark_released(c);
             if (c->kind == BC_CTX_PRIMARY)
                 bc_drv.cuDevicePrimaryCtxRelease(dev);
         }
@@ -339,24 +376,6 @@ bc_context_leave(int entered)
     }
 }
 
-/* Release what the object holds; returns the driver's answer.  Callers empty
- * the caches first (GIL held, context still valid): context_drop_caches. */
-static CUresult
-context_release(bc_Context *self)
-{
-    if (self->released)
-        return CUDA_SUCCESS;
-    self->released = 1;
-    bc_args_memo_invalidate(); /* its allocations are no longer valid arguments */
-    switch (self->kind) {
-    case BC_CTX_PRIMARY:
-        return bc_drv.cuDevicePrimaryCtxRelease(self->device);
-    case BC_CTX_OWNED:
-        return bc_drv.cuCtxDestroy(self->handle);
-    default:
-        return CUDA_SUCCESS;
-    }
-}
 
 static int
 context_traverse(bc_Context *self, visitproc visit, void *arg)
@@ -696,9 +715,14 @@ context_detach(bc_Context *self, PyObject *Py_UNUSED(ignored))
         Py_RETURN_NONE;
     const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
     context_drop_caches(self, self->kind != BC_CTX_OWNED);
+    if (!context_mark_released(self)) /* detached meanwhile (another thread, a destructor) */
+        Py_RETURN_NONE;
+    int kind = self->kind;
+    CUdevice dev = self->device;
+    CUcontext handle = self->handle;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = context_release(self);
+    rc = release_handle(kind, dev, handle);
     Py_END_ALLOW_THREADS
     if (bc_check(bc_state_of((PyObject *)self), rc, routine) < 0)
         return NULL;

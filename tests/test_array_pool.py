@@ -170,6 +170,39 @@ def test_array_allocation_trims_its_pool_when_out_of_memory(ctx):
 
 
 @pytest.mark.gpu
+def test_detach_frees_the_kernel_caches_arrays_before_the_pool_goes():
+    # A GPUArray in a context's kernel cache (rand()'s generator state lives
+    # there) was freed into the array pool after the pool was destroyed: the
+    # driver then crashed (SIGFPE, SIGSEGV) or hung in a later allocation.  Here
+    # a wrapper per round, as a test fixture makes them, while another keeps the
+    # primary context alive.
+    r = run_python(
+        "import numpy as np\n"
+        "from barecuda import driver as drv, gpuarray, curandom\n"
+        "dev = drv.Device(0)\n"
+        "base = dev.retain_primary_context()\n"
+        "x = np.random.default_rng(3).standard_normal(1000).astype(np.float32)\n"
+        "for i in range(300):\n"
+        "    ctx = dev.retain_primary_context()\n"
+        "    ctx.push()\n"
+        "    a = gpuarray.to_gpu(x)\n"
+        "    assert np.array_equal((a + 1).get(), x + 1), i\n"
+        "    if i % 2:\n"
+        "        ctx.kernel_cache['state'] = gpuarray.empty(1 << 20, np.float32)\n"
+        "    else:\n"
+        "        u = curandom.rand(4096).get()\n"
+        "        assert 0 <= u.min() and u.max() < 1 and u.std() > 0.2, i\n"
+        "    assert ctx.array_pool is not None\n"
+        "    del a\n"
+        "    drv.Context.pop()\n"
+        "    ctx.detach()\n"
+        "    assert ctx.array_pool is None\n"
+        "print('ok')\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok" and r.stderr == ""
+
+
+@pytest.mark.gpu
 def test_detach_with_arrays_alive_does_not_crash():
     r = run_python(
         "import gc\n"
