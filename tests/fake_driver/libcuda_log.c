@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/* A stand-in for libcuda.so.1 with no GPU behind it, for CPU tests of the order
+ * in which barecuda makes driver calls (tests/test_teardown_order.py).  Loaded
+ * through BARECUDA_LIBCUDA.  One device, a primary context, a context stack per
+ * thread, pools that hand out made-up addresses; the calls that matter to the
+ * tests are appended, one line each, to the file named by $FAKE_CUDA_LOG.  Every
+ * other entry point answers CUDA_SUCCESS and writes nothing.  Not a driver: no
+ * memory exists at the addresses it returns, so nothing may be copied or run. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef void *CUcontext;
+typedef uint64_t CUdeviceptr;
+
+static char primary_ctx, pool_objects[64];
+static int npools;
+static CUdeviceptr next_ptr = 0x100000000ull;
+static __thread CUcontext stack[16];
+static __thread int depth;
+
+static void
+note(const char *fmt, unsigned long long a)
+{
+    const char *path = getenv("FAKE_CUDA_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f == NULL)
+        return;
+    fprintf(f, fmt, a);
+    fputc('\n', f);
+    fclose(f);
+}
+
+static CUresult ok(void) { return 0; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+static CUresult init(unsigned flags) { (void)flags; return 0; }
+static CUresult device_get_count(int *n) { *n = 1; return 0; }
+static CUresult device_get(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? 0 : 101; }
+static CUresult primary_retain(CUcontext *c, int dev)
+{
+    (void)dev;
+    *c = &primary_ctx;
+    note("cuDevicePrimaryCtxRetain", 0);
+    return 0;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) { note("cuDevicePrimaryCtxRelease %llu", (unsigned)dev); return 0; }
+static CUresult primary_state(int dev, unsigned *flags, int *active)
+{
+    (void)dev;
+    *flags = 0;
+    *active = 1;
+    return 0;
+}
+static CUresult ctx_get_current(CUcontext *c) { *c = depth ? stack[depth - 1] : NULL; return 0; }
+static CUresult ctx_set_current(CUcontext c)
+{
+    if (depth == 0 && c != NULL)
+        depth = 1;
+    if (depth)
+        stack[depth - 1] = c;
+    if (c == NULL)
+        depth = 0;
+    return 0;
+}
+CUresult cuCtxPushCurrent_v2(CUcontext c) { if (depth < 16) stack[depth++] = c; return 0; }
+CUresult cuCtxPopCurrent_v2(CUcontext *c)
+{
+    if (depth == 0)
+        return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+    CUcontext top = stack[--depth];
+    if (c)
+        *c = top;
+    return 0;
+}
+static CUresult ctx_get_device(int *d) { *d = 0; return 0; }
+static CUresult ctx_synchronize(void) { note("cuCtxSynchronize", 0); return 0; }
+static CUresult pool_create(void **pool, const void *props)
+{
+    (void)props;
+    *pool = &pool_objects[npools++ % 64];
+    note("cuMemPoolCreate", 0);
+    return 0;
+}
+static CUresult pool_destroy(void *pool) { (void)pool; note("cuMemPoolDestroy", 0); return 0; }
+static CUresult alloc_from_pool(CUdeviceptr *p, size_t n, void *pool, void *stream)
+{
+    (void)pool;
+    (void)stream;
+    *p = next_ptr;
+    next_ptr += (n + 0xfffff) & ~(size_t)0xfffff;
+    note("cuMemAllocFromPoolAsync %#llx", *p);
+    return 0;
+}
+static CUresult free_async(CUdeviceptr p, void *stream) { (void)stream; note("cuMemFreeAsync %#llx", p); return 0; }
+static CUresult error_name(CUresult rc, const char **s) { (void)rc; *s = "CUDA_ERROR_FAKE"; return 0; }
+
+static const struct { const char *name; void *fn; } entries[] = {
+    {"cuInit", (void *)init},
+    {"cuDeviceGetCount", (void *)device_get_count},
+    {"cuDeviceGet", (void *)device_get},
+    {"cuDevicePrimaryCtxRetain", (void *)primary_retain},
+    {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2},
+    {"cuDevicePrimaryCtxGetState", (void *)primary_state},
+    {"cuCtxGetCurrent", (void *)ctx_get_current},
+    {"cuCtxSetCurrent", (void *)ctx_set_current},
+    {"cuCtxPushCurrent", (void *)cuCtxPushCurrent_v2},
+    {"cuCtxPopCurrent", (void *)cuCtxPopCurrent_v2},
+    {"cuCtxGetDevice", (void *)ctx_get_device},
+    {"cuCtxSynchronize", (void *)ctx_synchronize},
+    {"cuMemPoolCreate", (void *)pool_create},
+    {"cuMemPoolDestroy", (void *)pool_destroy},
+    {"cuMemAllocFromPoolAsync", (void *)alloc_from_pool},
+    {"cuMemFreeAsync", (void *)free_async},
+    {"cuGetErrorName", (void *)error_name},
+    {"cuGetErrorString", (void *)error_name},
+};
+
+CUresult
+cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status)
+{
+    (void)version;
+    (void)flags;
+    *pfn = (void *)ok;
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+        if (strcmp(symbol, entries[i].name) == 0)
+            *pfn = entries[i].fn;
+    if (status)
+        *status = 0; /* CU_GET_PROC_ADDRESS_SUCCESS */
+    return 0;
+}

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+"""The order of driver calls when a context goes (detach, reset, garbage
+collection), checked on the CPU against tests/fake_driver/libcuda_log.c, a
+stand-in libcuda that logs them.
+
+On a GPU, freeing memory into an array pool after cuMemPoolDestroy made the
+driver crash (SIGFPE, SIGSEGV) or hang in a later cuMemAllocFromPoolAsync: every
+free into a context's pool must come before the pool's destruction, and the
+pool must only go once the context is idle (cuCtxSynchronize)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FAKE = Path(__file__).parent / "fake_driver" / "libcuda_log.c"
+
+PROLOGUE = (
+    "import gc\n"
+    "from barecuda import driver as drv, _driver\n"
+    "drv.init()\n"
+    "dev = drv.Device(0)\n"
+    "ctx = dev.retain_primary_context()\n"
+    "ctx.push()\n"
+    "big = _driver._array_alloc(4 << 20)\n"     # past the block cache: from the pool
+    "small = _driver._array_alloc(100)\n"       # a block, kept by the cache once freed
+    "ctx.kernel_cache['state'] = big\n"         # as rand()'s generator state is
+    "del big, small\n"
+    "drv.Context.pop()\n")
+
+BIG, SMALL = "0x100000000", "0x100400000"   # the fake's first two addresses
+EXPECTED_END = [f"cuMemFreeAsync {BIG}", f"cuMemFreeAsync {SMALL}", "cuCtxSynchronize",
+                "cuMemPoolDestroy", "cuDevicePrimaryCtxRelease 0"]
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake driver")
+    out = tmp_path_factory.mktemp("fake_driver") / "libcuda.so.1"
+    subprocess.run([cc, "-O1", "-shared", "-fPIC", str(FAKE), "-o", str(out)], check=True)
+    return out
+
+
+def run_logged(fake_libcuda, tmp_path, code):
+    log = tmp_path / "calls.log"
+    env = dict(os.environ, BARECUDA_LIBCUDA=str(fake_libcuda), FAKE_CUDA_LOG=str(log))
+    env.pop("CUDA_DEVICE", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd="/", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok", r.stdout + r.stderr
+    return log.read_text().splitlines()
+
+
+def test_the_fake_driver_logs_allocations(fake_libcuda, tmp_path):
+    calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + "print('ok')\n")
+    assert calls[:4] == ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate",
+                         f"cuMemAllocFromPoolAsync {BIG}", f"cuMemAllocFromPoolAsync {SMALL}"]
+
+
+def test_detach_frees_everything_into_the_pool_before_destroying_it(fake_libcuda, tmp_path):
+    calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + (
+        "ctx.detach()\n"
+        "assert ctx.released and ctx.array_pool is None\n"
+        "print('ok')\n"))
+    assert calls[4:] == EXPECTED_END
+
+
+def test_a_collected_context_frees_before_destroying(fake_libcuda, tmp_path):
+    # the kernel cache's arrays hold the context: a cycle the collector breaks
+    calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + (
+        "del ctx\n"
+        "gc.collect()\n"
+        "print('ok')\n"))
+    assert calls[4:] == EXPECTED_END
+
+
+def test_reset_frees_before_destroying(fake_libcuda, tmp_path):
+    calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + (
+        "dev.reset_primary_context()\n"
+        "assert ctx.released\n"
+        "print('ok')\n"))
+    # a reset frees the memory itself; what matters is that no free comes after the
+    # pool's destruction
+    destroyed = calls.index("cuMemPoolDestroy")
+    assert calls.index(f"cuMemFreeAsync {BIG}") < destroyed
+    assert calls.index("cuCtxSynchronize") < destroyed
+    assert not any(c.startswith("cuMemFreeAsync") for c in calls[destroyed:])
+
+
+def test_an_array_kept_past_detach_is_never_freed_into_the_destroyed_pool(fake_libcuda,
+                                                                          tmp_path):
+    calls = run_logged(fake_libcuda, tmp_path, (
+        "import gc\n"
+        "from barecuda import driver as drv, _driver\n"
+        "drv.init()\n"
+        "ctx = drv.Device(0).retain_primary_context()\n"
+        "ctx.push()\n"
+        "kept = _driver._array_alloc(4 << 20)\n"
+        "drv.Context.pop()\n"
+        "ctx.detach()\n"
+        "assert kept.context is ctx and ctx.released\n"
+        "del kept\n"
+        "gc.collect()\n"
+        "print('ok')\n"))
+    assert calls == ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate",
+                     f"cuMemAllocFromPoolAsync {BIG}", "cuCtxSynchronize", "cuMemPoolDestroy",
+                     "cuDevicePrimaryCtxRelease 0"]
