@@ -63,20 +63,13 @@ def test_the_fake_driver_logs_allocations(fake_libcuda, tmp_path):
                          f"cuMemAllocFromPoolAsync {BIG}", f"cuMemAllocFromPoolAsync {SMALL}"]
 
 
-def test_detach_frees_everything_into_the_pool_before_destroying_it(fake_libcuda, tmp_path):
-    calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + (
-        "ctx.detach()\n"
-        "assert ctx.released and ctx.array_pool is None\n"
-        "print('ok')\n"))
-    assert calls[4:] == EXPECTED_END
-
-
-def test_a_collected_context_frees_before_destroying(fake_libcuda, tmp_path):
+@pytest.mark.parametrize("ending", [
+    "ctx.detach()\nassert ctx.released and ctx.array_pool is None\n",
     # the kernel cache's arrays hold the context: a cycle the collector breaks
-    calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + (
-        "del ctx\n"
-        "gc.collect()\n"
-        "print('ok')\n"))
+    "del ctx\ngc.collect()\n",
+], ids=["detach", "collected"])
+def test_every_free_into_the_pool_comes_before_destroying_it(fake_libcuda, tmp_path, ending):
+    calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + ending + "print('ok')\n")
     assert calls[4:] == EXPECTED_END
 
 
