@@ -376,7 +376,6 @@ bc_context_leave(int entered)
     }
 }
 
-
 static int
 context_traverse(bc_Context *self, visitproc visit, void *arg)
 {
