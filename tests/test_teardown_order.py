@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""The order of driver calls when a context goes (detach, reset, garbage
-collection), checked on the CPU against tests/fake_driver/libcuda_log.c, a
-stand-in libcuda that logs them.
+"""The order of driver calls when a context or a stream goes (detach, reset,
+garbage collection, Stream.close), checked on the CPU against
+tests/fake_driver/libcuda_log.c, a stand-in libcuda that logs them.
 
 On a GPU, freeing memory into an array pool after cuMemPoolDestroy made the
 driver crash (SIGFPE, SIGSEGV) or hang in a later cuMemAllocFromPoolAsync: every
@@ -31,8 +31,8 @@ PROLOGUE = (
     "del big, small\n"
     "drv.Context.pop()\n")
 
-BIG, SMALL = "0x100000000", "0x100400000"   # the fake's first two addresses
-EXPECTED_END = [f"cuMemFreeAsync {BIG}", f"cuMemFreeAsync {SMALL}", "cuCtxSynchronize",
+FIRST, SECOND = "0x100000000", "0x100400000"   # the fake's first two addresses
+EXPECTED_END = [f"cuMemFreeAsync {FIRST}", f"cuMemFreeAsync {SECOND}", "cuCtxSynchronize",
                 "cuMemPoolDestroy", "cuDevicePrimaryCtxRelease 0"]
 
 
@@ -60,7 +60,7 @@ def run_logged(fake_libcuda, tmp_path, code):
 def test_the_fake_driver_logs_allocations(fake_libcuda, tmp_path):
     calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + "print('ok')\n")
     assert calls[:4] == ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate",
-                         f"cuMemAllocFromPoolAsync {BIG}", f"cuMemAllocFromPoolAsync {SMALL}"]
+                         f"cuMemAllocFromPoolAsync {FIRST}", f"cuMemAllocFromPoolAsync {SECOND}"]
 
 
 @pytest.mark.parametrize("ending", [
@@ -81,7 +81,7 @@ def test_reset_frees_before_destroying(fake_libcuda, tmp_path):
     # a reset frees the memory itself; what matters is that no free comes after the
     # pool's destruction
     destroyed = calls.index("cuMemPoolDestroy")
-    assert calls.index(f"cuMemFreeAsync {BIG}") < destroyed
+    assert calls.index(f"cuMemFreeAsync {FIRST}") < destroyed
     assert calls.index("cuCtxSynchronize") < destroyed
     assert not any(c.startswith("cuMemFreeAsync") for c in calls[destroyed:])
 
@@ -102,5 +102,27 @@ def test_an_array_kept_past_detach_is_never_freed_into_the_destroyed_pool(fake_l
         "gc.collect()\n"
         "print('ok')\n"))
     assert calls == ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate",
-                     f"cuMemAllocFromPoolAsync {BIG}", "cuCtxSynchronize", "cuMemPoolDestroy",
+                     f"cuMemAllocFromPoolAsync {FIRST}", "cuCtxSynchronize", "cuMemPoolDestroy",
                      "cuDevicePrimaryCtxRelease 0"]
+
+
+def test_memory_of_a_closed_stream_is_freed_on_the_legacy_stream_after_a_synchronize(
+        fake_libcuda, tmp_path):
+    # a free on a destroyed stream handle would be a use after free in the driver;
+    # while the stream lives, the allocation keeps it, and frees on it first
+    calls = run_logged(fake_libcuda, tmp_path, (
+        "from barecuda import driver as drv, _driver\n"
+        "drv.init()\n"
+        "s = drv.Stream()\n"
+        "a = _driver._array_alloc(4 << 20, s)\n"
+        "s.close()\n"
+        "del a\n"
+        "t = drv.Stream()\n"
+        "b = _driver._array_alloc(4 << 20, t)\n"
+        "del t, b\n"
+        "print('ok')\n"))
+    assert calls == ["cuDevicePrimaryCtxRetain", "cuStreamCreate 1", "cuMemPoolCreate",
+                     f"cuMemAllocFromPoolAsync {FIRST} on stream 1", "cuStreamDestroy 1",
+                     "cuCtxSynchronize", f"cuMemFreeAsync {FIRST}",
+                     "cuStreamCreate 2", f"cuMemAllocFromPoolAsync {SECOND} on stream 2",
+                     f"cuMemFreeAsync {SECOND} on stream 2", "cuStreamDestroy 2"]

@@ -2,10 +2,11 @@
 /* A stand-in for libcuda.so.1 with no GPU behind it, for CPU tests of the order
  * in which barecuda makes driver calls (tests/test_teardown_order.py).  Loaded
  * through BARECUDA_LIBCUDA.  One device, a primary context, a context stack per
- * thread, pools that hand out made-up addresses; the calls that matter to the
- * tests are appended, one line each, to the file named by $FAKE_CUDA_LOG.  Every
- * other entry point answers CUDA_SUCCESS and writes nothing.  Not a driver: no
- * memory exists at the addresses it returns, so nothing may be copied or run. */
+ * thread, streams and pools that hand out made-up handles; the calls that matter
+ * to the tests are appended, one line each, to the file named by $FAKE_CUDA_LOG
+ * (a stream by its number: 1 for the first made, none for the legacy stream).
+ * Every other entry point answers CUDA_SUCCESS and writes nothing.  Not a driver:
+ * no memory exists at the addresses it returns, so nothing may be copied or run. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,16 +22,35 @@ static CUdeviceptr next_ptr = 0x100000000ull;
 static __thread CUcontext stack[16];
 static __thread int depth;
 
+static char stream_objects[64];
+static int nstreams;
+
 static void
-note(const char *fmt, unsigned long long a)
+note2(const char *fmt, unsigned long long a, unsigned long long b)
 {
     const char *path = getenv("FAKE_CUDA_LOG");
     FILE *f = path ? fopen(path, "a") : NULL;
     if (f == NULL)
         return;
-    fprintf(f, fmt, a);
+    fprintf(f, fmt, a, b);
     fputc('\n', f);
     fclose(f);
+}
+
+static void
+note(const char *fmt, unsigned long long a)
+{
+    note2(fmt, a, 0);
+}
+
+/* A stream's number in the log: 1 for the first made, 0 for the legacy stream. */
+static unsigned long long
+stream_no(void *stream)
+{
+    char *p = stream;
+    if (p < stream_objects || p >= stream_objects + 64)
+        return 0;
+    return (unsigned long long)(p - stream_objects) + 1;
 }
 
 static CUresult ok(void) { return 0; }
@@ -87,13 +107,32 @@ static CUresult pool_destroy(void *pool) { (void)pool; note("cuMemPoolDestroy", 
 static CUresult alloc_from_pool(CUdeviceptr *p, size_t n, void *pool, void *stream)
 {
     (void)pool;
-    (void)stream;
     *p = next_ptr;
     next_ptr += (n + 0xfffff) & ~(size_t)0xfffff;
-    note("cuMemAllocFromPoolAsync %#llx", *p);
+    if (stream_no(stream))
+        note2("cuMemAllocFromPoolAsync %#llx on stream %llu", *p, stream_no(stream));
+    else
+        note("cuMemAllocFromPoolAsync %#llx", *p);
     return 0;
 }
-static CUresult free_async(CUdeviceptr p, void *stream) { (void)stream; note("cuMemFreeAsync %#llx", p); return 0; }
+static CUresult free_async(CUdeviceptr p, void *stream)
+{
+    if (stream_no(stream))
+        note2("cuMemFreeAsync %#llx on stream %llu", p, stream_no(stream));
+    else
+        note("cuMemFreeAsync %#llx", p);
+    return 0;
+}
+static CUresult stream_create(void **s, unsigned flags, int priority)
+{
+    (void)flags;
+    (void)priority;
+    *s = &stream_objects[nstreams++ % 64];
+    note("cuStreamCreate %llu", stream_no(*s));
+    return 0;
+}
+CUresult cuStreamDestroy_v2(void *s) { note("cuStreamDestroy %llu", stream_no(s)); return 0; }
+static CUresult stream_is_capturing(void *s, int *status) { (void)s; *status = 0; return 0; }
 static CUresult error_name(CUresult rc, const char **s) { (void)rc; *s = "CUDA_ERROR_FAKE"; return 0; }
 
 static const struct { const char *name; void *fn; } entries[] = {
@@ -113,6 +152,9 @@ static const struct { const char *name; void *fn; } entries[] = {
     {"cuMemPoolDestroy", (void *)pool_destroy},
     {"cuMemAllocFromPoolAsync", (void *)alloc_from_pool},
     {"cuMemFreeAsync", (void *)free_async},
+    {"cuStreamCreateWithPriority", (void *)stream_create},
+    {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
+    {"cuStreamIsCapturing", (void *)stream_is_capturing},
     {"cuGetErrorName", (void *)error_name},
     {"cuGetErrorString", (void *)error_name},
 };
