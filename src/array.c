@@ -477,6 +477,8 @@ array_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
     self->ctx = ctx; /* steals the reference */
     self->desc = d;
     self->freed = 0;
+    self->counted = 1;
+    bc_context_memory_made(ctx);
     self->users = 0;
     self->weakreflist = NULL;
     return (PyObject *)self;
@@ -489,7 +491,7 @@ array_release(bc_Array *self)
     if (self->freed)
         return CUDA_SUCCESS;
     self->freed = 1;
-    if (self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+    if (self->ctx == NULL || self->ctx->let_go || !bc_drv_ready)
         return CUDA_SUCCESS;
     int entered = bc_context_enter(self->ctx);
     if (entered < 0)
@@ -497,6 +499,16 @@ array_release(bc_Array *self)
     CUresult rc = bc_drv.cuArrayDestroy(self->handle);
     bc_context_leave(entered);
     return rc;
+}
+
+/* The array was destroyed (GIL held): stop counting it in its context. */
+static void
+array_uncount(bc_Array *self)
+{
+    if (self->freed && self->counted) {
+        self->counted = 0;
+        bc_context_memory_freed(self->ctx);
+    }
 }
 
 static void
@@ -509,6 +521,7 @@ array_dealloc(bc_Array *self)
     if (!self->freed)
         bc_error_in_destructor(array_release(self),
                                "cuArrayDestroy", (PyObject *)self);
+    array_uncount(self);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -543,6 +556,7 @@ array_free(bc_Array *self, PyObject *Py_UNUSED(ignored))
     Py_BEGIN_ALLOW_THREADS
     rc = array_release(self);
     Py_END_ALLOW_THREADS
+    array_uncount(self);
     if (bc_check(st, rc, "cuArrayDestroy") < 0)
         return NULL;
     Py_RETURN_NONE;

@@ -75,7 +75,7 @@ bc_block_flush(bc_Context *ctx, int release)
 {
     int n = ctx->nblocks;
     ctx->nblocks = 0;
-    if (n == 0 || !release || ctx->released || !bc_drv_ready || bc_forked_child)
+    if (n == 0 || !release || ctx->let_go || !bc_drv_ready || bc_forked_child)
         return;
     int entered = bc_context_enter(ctx);
     if (entered < 0)
@@ -127,7 +127,7 @@ pool_alloc(bc_Context *ctx, CUdeviceptr *ptr, size_t n, CUstream s, const char *
 int
 bc_array_pool_reclaim(bc_Context *ctx, int step)
 {
-    if (ctx->released || !bc_drv_ready || bc_forked_child)
+    if (ctx->let_go || !bc_drv_ready || bc_forked_child)
         return 0;
     if (step == 0) {
         if (ctx->nblocks == 0 && ctx->array_pool == NULL)
@@ -142,7 +142,7 @@ bc_array_pool_reclaim(bc_Context *ctx, int step)
         rc = bc_drv.cuCtxSynchronize();
         Py_END_ALLOW_THREADS
         bc_context_leave(entered);
-        if (rc != CUDA_SUCCESS || ctx->released) /* a sticky error, or detached meanwhile */
+        if (rc != CUDA_SUCCESS || ctx->let_go) /* a sticky error, or let go meanwhile */
             return 0;
     }
     if (ctx->array_pool != NULL)
@@ -155,18 +155,18 @@ bc_array_pool_destroy(bc_Context *ctx)
 {
     CUmemoryPool pool = ctx->array_pool;
     ctx->array_pool = NULL;
-    if (pool == NULL || ctx->released || !bc_drv_ready || bc_forked_child)
+    if (pool == NULL || ctx->let_go || !bc_drv_ready || bc_forked_child)
         return; /* nothing to do, or the driver state is gone: leave it be */
     int entered = bc_context_enter(ctx);
     if (entered < 0)
         return;
     /* Destroyed only when no free into it is pending (the caller has freed what
      * it could: the kernel cache's arrays, the cached blocks), so the driver
-     * finishes it now, not inside a later call.  Allocations still out (arrays a
-     * program keeps past detach()) keep it until the process ends: their release
-     * is skipped once the context is released.  A context whose synchronize
-     * fails (a sticky error) keeps its pool.  In a destructor's path: no error
-     * to raise. */
+     * finishes it now, not inside a later call.  A detached primary context
+     * comes here only once the arrays made in it are freed (src/context.c); other
+     * kinds' arrays kept past detach() keep it until their context is gone, as
+     * their release is skipped.  A context whose synchronize fails (a sticky
+     * error) keeps its pool.  In a destructor's path: no error to raise. */
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuCtxSynchronize();

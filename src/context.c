@@ -7,7 +7,10 @@
  * Python object per live handle is kept in a registry of weak references, so
  * get_current() returns the object that was pushed.  Every other object holds a
  * strong reference to its Context; detach() releases the context early and
- * makes those objects' later releases no-ops. */
+ * makes those objects' later releases no-ops.  A primary context detached while
+ * memory made in it lives keeps its retain (and its array pool) until the last
+ * of that memory is freed: the objects are refused meanwhile, but their memory is
+ * freed, not leaked, when another retain keeps the context alive. */
 #include "barecuda/context.h"
 #include "barecuda/argpack.h"
 #include "barecuda/blockcache.h"
@@ -81,21 +84,21 @@ registry_add(bc_State *st, bc_Context *ctx)
     return rc;
 }
 
-/* Empty the kernel and block caches and destroy the array pool, in that order.
- * The kernel cache may hold GPUArrays (rand()'s generator state): dropping it
- * first frees them into the pool while the pool still exists, and puts their
- * small blocks into the block cache.  `release` frees the cached blocks (the
- * context stays valid: a primary context somebody else may still retain);
- * otherwise they go with the context, except when they came from the array pool,
- * a device-wide object: then they are freed into it before it is destroyed.
- * Freeing memory into a pool after cuMemPoolDestroy killed test processes with
- * SIGFPE inside the driver's next cuMemAllocFromPoolAsync (H100, driver 580). */
+/* Empty the kernel cache, then the block cache (context_let_go destroys the
+ * array pool after them).  The kernel cache may hold GPUArrays (rand()'s
+ * generator state): dropping it first frees them into the pool while the pool
+ * still exists, and puts their small blocks into the block cache.  `release`
+ * frees the cached blocks (the context stays valid: a primary context somebody
+ * else may still retain); otherwise they go with the context, except when they
+ * came from the array pool, a device-wide object: then they are freed into it
+ * before it is destroyed.  Freeing memory into a pool after cuMemPoolDestroy
+ * killed test processes with SIGFPE inside the driver's next
+ * cuMemAllocFromPoolAsync (H100, driver 580). */
 static void
 context_drop_caches(bc_Context *self, int release)
 {
     Py_CLEAR(self->kernels);
     bc_block_flush(self, release || self->array_pool != NULL);
-    bc_array_pool_destroy(self);
 }
 
 static bc_Context *
@@ -108,6 +111,8 @@ context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
     self->device = dev;
     self->kind = kind;
     self->released = 0;
+    self->let_go = 0;
+    self->live_memory = 0;
     self->kernels = NULL;
     self->nblocks = 0;
     self->array_pool = NULL;
@@ -116,6 +121,7 @@ context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
     PyObject_GC_Track(self);
     Py_CLEAR(st->context_memo); /* the registry's answer changes: newest wrapper first */
     if (registry_add(st, self) < 0) {
+        self->released = self->let_go = 1; /* the caller gives the handle back */
         Py_DECREF(self);
         return NULL;
     }
@@ -283,11 +289,34 @@ context_mark_released(bc_Context *self)
     return 1;
 }
 
-static CUresult
-context_release(bc_Context *self)
+static const char *
+release_routine(int kind)
 {
-    return context_mark_released(self) ? release_handle(self->kind, self->device, self->handle)
-                                        : CUDA_SUCCESS;
+    return kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
+}
+
+/* Give the handle up (GIL held; released around the driver's calls): destroy the
+ * array pool, then release the retain or destroy the context.  Objects made in
+ * it skip their own release from here on.  Callers emptied the caches first. */
+static CUresult
+context_let_go(bc_Context *self)
+{
+    if (self->let_go)
+        return CUDA_SUCCESS;
+    bc_array_pool_destroy(self);
+    self->let_go = 1;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = release_handle(self->kind, self->device, self->handle);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+void
+bc_context_memory_freed(bc_Context *ctx)
+{
+    if (--ctx->live_memory == 0 && ctx->released && !ctx->let_go && bc_drv_ready)
+        bc_error_in_destructor(context_let_go(ctx), release_routine(ctx->kind), (PyObject *)ctx);
 }
 
 PyObject *
@@ -310,11 +339,10 @@ bc_context_reset_primary(bc_State *st, CUdevice dev)
         return NULL;
     for (Py_ssize_t i = 0; list != NULL && i < PyList_GET_SIZE(list); i++) {
         bc_Context *c = (bc_Context *)bc_weakref_get(PyList_GET_ITEM(list, i));
-        if (c != NULL && !c->released) {
+        if (c != NULL && !c->let_go) { /* detached ones too, when memory kept their retain */
             context_drop_caches(c, 0); /* the reset frees the memory */
             context_mark_released(c);
-            if (c->kind == BC_CTX_PRIMARY)
-                bc_drv.cuDevicePrimaryCtxRelease(dev);
+            context_let_go(c);
         }
         Py_XDECREF(c);
     }
@@ -360,7 +388,7 @@ bc_context_enter(bc_Context *ctx)
 {
     CUcontext cur = NULL;
     /* In a forked child the parent's handles mean nothing: release nothing. */
-    if (ctx->released || bc_forked_child || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+    if (ctx->let_go || bc_forked_child || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
         return -1;
     if (cur == ctx->handle)
         return 0;
@@ -401,10 +429,9 @@ context_dealloc(bc_Context *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     context_drop_caches(self, self->kind != BC_CTX_OWNED);
-    if (!self->released && bc_drv_ready) {
-        const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
-        bc_error_in_destructor(context_release(self), routine,
-                               (PyObject *)self);
+    if (!self->let_go && bc_drv_ready) {
+        context_mark_released(self);
+        bc_error_in_destructor(context_let_go(self), release_routine(self->kind), (PyObject *)self);
     }
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -705,25 +732,22 @@ PyDoc_STRVAR(detach_doc,
 "detach($self)\n--\n\n"
 "Release the context now: a primary context's retain is dropped, a context of\n"
 "make_context() is destroyed (and popped if current).  Idempotent.  Objects made\n"
-"in it afterwards raise LogicError, and their own release is skipped.");
+"in it raise LogicError from then on.  A primary context keeps its retain while\n"
+"memory allocated in it lives, until the last of it is freed or collected, so\n"
+"that memory is given back rather than leaked when the context lives on (another\n"
+"wrapper or library retains it); other objects' release is skipped.");
 
 static PyObject *
 context_detach(bc_Context *self, PyObject *Py_UNUSED(ignored))
 {
     if (self->released)
         Py_RETURN_NONE;
-    const char *routine = self->kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
     context_drop_caches(self, self->kind != BC_CTX_OWNED);
     if (!context_mark_released(self)) /* detached meanwhile (another thread, a destructor) */
         Py_RETURN_NONE;
-    int kind = self->kind;
-    CUdevice dev = self->device;
-    CUcontext handle = self->handle;
-    CUresult rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = release_handle(kind, dev, handle);
-    Py_END_ALLOW_THREADS
-    if (bc_check(bc_state_of((PyObject *)self), rc, routine) < 0)
+    if (self->kind == BC_CTX_PRIMARY && self->live_memory > 0)
+        Py_RETURN_NONE; /* bc_context_memory_freed lets go with the last of it */
+    if (bc_check(bc_state_of((PyObject *)self), context_let_go(self), release_routine(self->kind)) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

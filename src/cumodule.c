@@ -340,7 +340,7 @@ module_release(bc_Module *self)
     CUresult rc = CUDA_SUCCESS;
     CUmodule h = self->handle;
     self->handle = NULL;
-    if (h == NULL || self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+    if (h == NULL || self->ctx == NULL || self->ctx->let_go || !bc_drv_ready)
         return rc;
     int entered = bc_context_enter(self->ctx);
     if (entered < 0)

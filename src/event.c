@@ -87,7 +87,7 @@ event_release(bc_Event *self)
     CUresult rc = CUDA_SUCCESS;
     CUevent h = self->handle;
     self->handle = NULL;
-    if (h == NULL || !self->owned || self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+    if (h == NULL || !self->owned || self->ctx == NULL || self->ctx->let_go || !bc_drv_ready)
         return rc;
     int entered = bc_context_enter(self->ctx);
     if (entered < 0)

@@ -64,7 +64,7 @@ bc_graph_wrap(bc_State *st, CUgraph graph, bc_Context *ctx)
 static CUresult
 release_in(bc_Context *ctx, CUresult (*destroy)(void *), void *h)
 {
-    if (h == NULL || ctx == NULL || ctx->released || !bc_drv_ready)
+    if (h == NULL || ctx == NULL || ctx->let_go || !bc_drv_ready)
         return CUDA_SUCCESS;
     int entered = bc_context_enter(ctx);
     if (entered < 0)

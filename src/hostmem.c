@@ -165,7 +165,7 @@ host_release(bc_HostAllocation *self)
         free(self->ptr);
         return rc;
     }
-    if (self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+    if (self->ctx == NULL || self->ctx->let_go || !bc_drv_ready)
         return rc;
     int entered = bc_context_enter(self->ctx);
     if (entered < 0)
@@ -173,6 +173,16 @@ host_release(bc_HostAllocation *self)
     rc = bc_drv.cuMemFreeHost(self->ptr);
     bc_context_leave(entered);
     return rc;
+}
+
+/* Pinned memory was released (GIL held): stop counting it in its context. */
+static void
+host_uncount(bc_HostAllocation *self)
+{
+    if (self->freed && self->counted) {
+        self->counted = 0;
+        bc_context_memory_freed(self->ctx);
+    }
 }
 
 static void
@@ -185,6 +195,7 @@ host_dealloc(bc_HostAllocation *self)
     if (!self->freed)
         bc_error_in_destructor(host_release(self), "cuMemFreeHost",
                                (PyObject *)self);
+    host_uncount(self);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -240,6 +251,7 @@ host_free(bc_HostAllocation *self, PyObject *Py_UNUSED(ignored))
     Py_BEGIN_ALLOW_THREADS
     rc = host_release(self);
     Py_END_ALLOW_THREADS
+    host_uncount(self);
     if (bc_check(st, rc, "cuMemFreeHost") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -399,6 +411,8 @@ pinned_array(bc_State *st, bc_ArraySpec *s, unsigned int flags, int zero)
     h->freed = 0;
     h->exports = 0;
     h->ctx = (bc_Context *)Py_NewRef(ctx);
+    h->counted = 1;
+    bc_context_memory_made(ctx);
     h->weakreflist = NULL;
     PyObject_GC_Track(h);
     out = bc_array_over(s, ptr, (PyObject *)h);
@@ -503,6 +517,7 @@ aligned_array(bc_State *st, bc_ArraySpec *s, size_t alignment, int zero)
     h->freed = 0;
     h->exports = 0;
     h->ctx = NULL;
+    h->counted = 0;
     h->weakreflist = NULL;
     PyObject_GC_Track(h);
     PyObject *out = bc_array_over(s, ptr, (PyObject *)h);
@@ -604,7 +619,7 @@ registered_release(bc_RegisteredHostMemory *self)
     if (!self->registered)
         return rc;
     self->registered = 0;
-    if (self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+    if (self->ctx == NULL || self->ctx->let_go || !bc_drv_ready)
         return rc;
     int entered = bc_context_enter(self->ctx);
     if (entered < 0)

@@ -109,7 +109,7 @@ linker_release(bc_Linker *self)
 {
     CUlinkState state = self->state;
     self->state = NULL;
-    if (state == NULL || self->ctx == NULL || self->ctx->released || !bc_drv_ready)
+    if (state == NULL || self->ctx == NULL || self->ctx->let_go || !bc_drv_ready)
         return CUDA_SUCCESS;
     int entered = bc_context_enter(self->ctx);
     if (entered < 0)

@@ -208,7 +208,7 @@ comm_release(bc_NcclComm *self, int abort)
 {
     ncclComm_t h = self->handle;
     self->handle = NULL;
-    if (h == NULL || self->ctx == NULL || self->ctx->released || !bc_drv_ready || bc_forked_child)
+    if (h == NULL || self->ctx == NULL || self->ctx->let_go || !bc_drv_ready || bc_forked_child)
         return ncclSuccess;
     ctx_guard g;
     if (guard_enter(&g, self->ctx) < 0)

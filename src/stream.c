@@ -127,7 +127,7 @@ static CUresult
 stream_release(bc_Stream *self)
 {
     CUresult rc = CUDA_SUCCESS;
-    if (self->owned && self->handle != NULL && self->ctx != NULL && !self->ctx->released &&
+    if (self->owned && self->handle != NULL && self->ctx != NULL && !self->ctx->let_go &&
         bc_drv_ready) {
         int entered = bc_context_enter(self->ctx);
         if (entered >= 0) {

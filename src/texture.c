@@ -268,7 +268,7 @@ texobj_release(bc_TexObject *t)
         t->array->users--;
         t->array = NULL;
     }
-    if (t->ctx == NULL || t->ctx->released || !bc_drv_ready)
+    if (t->ctx == NULL || t->ctx->let_go || !bc_drv_ready)
         return CUDA_SUCCESS;
     int entered = bc_context_enter(t->ctx);
     if (entered < 0)

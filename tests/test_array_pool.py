@@ -203,6 +203,50 @@ def test_detach_frees_the_kernel_caches_arrays_before_the_pool_goes():
 
 
 @pytest.mark.gpu
+@pytest.mark.serial  # reads the device's free memory
+def test_memory_kept_past_detach_is_given_back_while_the_context_lives_on():
+    # Arrays kept past detach() of one wrapper, while another retain keeps the
+    # primary context alive, were never freed: 2 GiB a round ran an 80 GB device
+    # out of memory within 40 rounds.  Now the detached wrapper keeps its retain
+    # and pool until its last array goes, and the memory comes back.
+    r = run_python(
+        "import numpy as np\n"
+        "from barecuda import driver as drv, gpuarray\n"
+        "dev = drv.Device(0)\n"
+        "base = dev.retain_primary_context()\n"
+        "base.push()\n"
+        "free0, total = drv.mem_get_info()\n"
+        "n = (2 << 30) // 4\n"
+        "rounds = int(1.5 * total) // (2 << 30) + 1\n"
+        "x = np.random.default_rng(5).standard_normal(1000).astype(np.float32)\n"
+        "for i in range(rounds):\n"
+        "    ctx = dev.retain_primary_context()\n"
+        "    ctx.push()\n"
+        "    kept = gpuarray.empty(n, np.float32)\n"
+        "    kept.fill(float(i))\n"
+        "    small = gpuarray.to_gpu(x) * 2\n"
+        "    assert kept[n - 3:].get().tolist() == [float(i)] * 3, i\n"
+        "    assert np.array_equal(small.get(), x * 2), i\n"
+        "    drv.Context.pop()\n"
+        "    ctx.detach()\n"
+        "    assert ctx.released and ctx.array_pool is None\n"
+        "    for obj in (kept, small):\n"
+        "        try:\n"
+        "            obj.get()\n"
+        "        except drv.LogicError as e:\n"
+        "            assert 'detached' in str(e), e\n"
+        "        else:\n"
+        "            raise AssertionError('an array of a detached context was read')\n"
+        "    del kept, small, ctx\n"
+        "base.synchronize()\n"
+        "free1, _ = drv.mem_get_info()\n"
+        "assert free1 > free0 - (1 << 30), (rounds, free0, free1)\n"
+        "print('ok', rounds)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok") and r.stderr == ""
+
+
+@pytest.mark.gpu
 def test_detach_with_arrays_alive_does_not_crash():
     r = run_python(
         "import gc\n"

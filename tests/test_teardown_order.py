@@ -86,24 +86,78 @@ def test_reset_frees_before_destroying(fake_libcuda, tmp_path):
     assert not any(c.startswith("cuMemFreeAsync") for c in calls[destroyed:])
 
 
-def test_an_array_kept_past_detach_is_never_freed_into_the_destroyed_pool(fake_libcuda,
-                                                                          tmp_path):
-    calls = run_logged(fake_libcuda, tmp_path, (
-        "import gc\n"
-        "from barecuda import driver as drv, _driver\n"
-        "drv.init()\n"
-        "ctx = drv.Device(0).retain_primary_context()\n"
-        "ctx.push()\n"
-        "kept = _driver._array_alloc(4 << 20)\n"
-        "drv.Context.pop()\n"
-        "ctx.detach()\n"
-        "assert kept.context is ctx and ctx.released\n"
+MARK = "mark = lambda text: open(os.environ['FAKE_CUDA_LOG'], 'a').write(text + '\\n')\n"
+
+KEEP = (
+    "import gc, os\n"
+    "from barecuda import driver as drv, _driver\n"
+    + MARK +
+    "drv.init()\n"
+    "ctx = drv.Device(0).retain_primary_context()\n"
+    "ctx.push()\n"
+    "kept = _driver._array_alloc(4 << 20)\n"
+    "plain = drv.mem_alloc(1000)\n"
+    "drv.Context.pop()\n"
+    "ctx.detach()\n"
+    "mark('-- detached')\n"
+    "assert ctx.released and ctx.array_pool is None and kept.context is ctx\n"
+    "for obj in (kept, plain):\n"
+    "    try:\n"
+    "        int(obj)\n"
+    "    except drv.LogicError as e:\n"
+    "        assert 'detached' in str(e), e\n"
+    "    else:\n"
+    "        raise AssertionError('a detached context\\'s memory was usable')\n")
+
+KEPT_START = ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate", f"cuMemAllocFromPoolAsync {FIRST}",
+              f"cuMemAlloc {SECOND}", "-- detached"]
+
+
+def test_memory_kept_past_detach_is_freed_into_a_live_pool_then_the_retain_goes(
+        fake_libcuda, tmp_path):
+    # Another retain (another wrapper, CuPy, PyTorch) may keep the primary context
+    # alive: memory kept past detach() must still be freed, into a pool that is
+    # not destroyed yet, and the retain given back only after the last of it.
+    calls = run_logged(fake_libcuda, tmp_path, KEEP + (
+        "plain.free()\n"
+        "mark('-- plain freed')\n"
         "del kept\n"
         "gc.collect()\n"
         "print('ok')\n"))
-    assert calls == ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate",
-                     f"cuMemAllocFromPoolAsync {FIRST}", "cuCtxSynchronize", "cuMemPoolDestroy",
-                     "cuDevicePrimaryCtxRelease 0"]
+    assert calls == KEPT_START + [f"cuMemFree {SECOND}", "-- plain freed",
+                                  f"cuMemFreeAsync {FIRST}", "cuCtxSynchronize",
+                                  "cuMemPoolDestroy", "cuDevicePrimaryCtxRelease 0"]
+
+
+def test_a_reset_gives_back_the_retain_that_kept_memory_was_holding(fake_libcuda, tmp_path):
+    # a reset frees all of the context's memory: what was kept is never freed again
+    calls = run_logged(fake_libcuda, tmp_path, KEEP + (
+        "drv.Device(0).reset_primary_context()\n"
+        "mark('-- reset')\n"
+        "del kept, plain\n"
+        "gc.collect()\n"
+        "print('ok')\n"))
+    # (the reset first retains and releases the context once, to learn its handle)
+    assert calls == KEPT_START + ["cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease 0",
+                                  "cuCtxSynchronize", "cuMemPoolDestroy",
+                                  "cuDevicePrimaryCtxRelease 0", "-- reset"]
+
+
+def test_a_context_of_make_context_is_destroyed_at_detach_even_with_memory_kept(
+        fake_libcuda, tmp_path):
+    # its memory goes with it: nothing to wait for, and nothing freed afterwards
+    calls = run_logged(fake_libcuda, tmp_path, (
+        "import gc\n"
+        "from barecuda import driver as drv\n"
+        "drv.init()\n"
+        "ctx = drv.Device(0).make_context()\n"
+        "kept = drv.mem_alloc(1000)\n"
+        "ctx.detach()\n"
+        "assert ctx.released\n"
+        "del kept\n"
+        "gc.collect()\n"
+        "print('ok')\n"))
+    assert calls == ["cuCtxCreate", f"cuMemAlloc {FIRST}", "cuCtxDestroy"]
 
 
 def test_memory_of_a_closed_stream_is_freed_on_the_legacy_stream_after_a_synchronize(

@@ -19,6 +19,7 @@ typedef struct {
     bc_Context *ctx;
     CUDA_ARRAY3D_DESCRIPTOR desc; /* Depth 0 for 1D/2D arrays */
     int freed;
+    int counted;      /* in ctx->live_memory until it is destroyed */
     Py_ssize_t users; /* live TextureObject/SurfaceObject handles reading this array */
     PyObject *weakreflist;
 } bc_Array;

@@ -12,7 +12,8 @@ typedef struct {
 } bc_Device;
 
 enum bc_context_kind {
-    BC_CTX_PRIMARY,  /* holds one cuDevicePrimaryCtxRetain, released on detach */
+    BC_CTX_PRIMARY,  /* holds one cuDevicePrimaryCtxRetain, released on detach (or
+                        when the last memory made in it is freed, if any lived on) */
     BC_CTX_OWNED,    /* made by make_context, destroyed on detach */
     BC_CTX_BORROWED, /* somebody else's context: never released by us */
 };
@@ -30,7 +31,10 @@ typedef struct {
     CUcontext handle;
     CUdevice device;
     int kind;
-    int released;
+    int released;          /* detach() was called: objects made in it refuse to be used */
+    int let_go;            /* the handle is not ours any more (retain given back, context
+                              destroyed or reset): objects made in it skip their release */
+    Py_ssize_t live_memory; /* allocations made in it not yet freed (bc_context_memory_*) */
     PyObject *kernels;     /* dict of compiled kernels of the array layer, or NULL */
     int nblocks;           /* blocks[0:nblocks] are cached free blocks */
     bc_CachedBlock blocks[BC_BLOCK_SLOTS];
@@ -53,6 +57,18 @@ bc_Context *bc_context_wrap(bc_State *st, CUcontext handle);
 
 /* LogicError "<what> belongs to a context that was detached" when ctx is released. */
 int bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what);
+
+/* Count memory made in ctx (device, managed and pinned host allocations, IPC
+ * mappings; GIL held).  A primary context detached while some of it lives keeps
+ * its retain and its array pool until the last of it is freed, so that memory is
+ * freed into a live pool of a live context instead of leaking when another
+ * retain keeps the context alive. */
+static inline void
+bc_context_memory_made(bc_Context *ctx)
+{
+    ctx->live_memory++;
+}
+void bc_context_memory_freed(bc_Context *ctx);
 
 /* Make ctx current for one call if it is not already (for destructors and calls
  * on objects used from another context or thread).  Returns 1 when it pushed,

@@ -30,6 +30,7 @@ typedef struct {
     Py_ssize_t exports;     /* live host views (managed memory): free() refuses while any */
     int in_memo;            /* kept by a Function's argument memo: its end moves the memo
                                epoch (include/barecuda/argpack.h) */
+    int counted;            /* in ctx->live_memory until its memory is freed */
     PyObject *weakreflist;
 } bc_DeviceAllocation;
 
@@ -59,6 +60,7 @@ typedef struct {
     int freed;
     Py_ssize_t exports; /* live buffer exports (free() refuses while any) */
     bc_Context *ctx;    /* NULL for aligned memory */
+    int counted;        /* pinned: in ctx->live_memory until its memory is freed */
     PyObject *weakreflist;
 } bc_HostAllocation;
 

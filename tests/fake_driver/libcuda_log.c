@@ -2,7 +2,8 @@
 /* A stand-in for libcuda.so.1 with no GPU behind it, for CPU tests of the order
  * in which barecuda makes driver calls (tests/test_teardown_order.py).  Loaded
  * through BARECUDA_LIBCUDA.  One device, a primary context, a context stack per
- * thread, streams and pools that hand out made-up handles; the calls that matter
+ * thread, a context of make_context, streams, pools and plain allocations that
+ * hand out made-up handles; the calls that matter
  * to the tests are appended, one line each, to the file named by $FAKE_CUDA_LOG
  * (a stream by its number: 1 for the first made, none for the legacy stream).
  * Every other entry point answers CUDA_SUCCESS and writes nothing.  Not a driver:
@@ -16,7 +17,7 @@ typedef int CUresult;
 typedef void *CUcontext;
 typedef uint64_t CUdeviceptr;
 
-static char primary_ctx, pool_objects[64];
+static char primary_ctx, owned_ctx, pool_objects[64];
 static int npools;
 static CUdeviceptr next_ptr = 0x100000000ull;
 static __thread CUcontext stack[16];
@@ -94,6 +95,20 @@ CUresult cuCtxPopCurrent_v2(CUcontext *c)
         *c = top;
     return 0;
 }
+/* cuCtxCreate: the first argument is the handle in every version; it is pushed. */
+static CUresult ctx_create(CUcontext *c)
+{
+    *c = &owned_ctx;
+    note("cuCtxCreate", 0);
+    return cuCtxPushCurrent_v2(*c);
+}
+CUresult cuCtxDestroy_v2(CUcontext c)
+{
+    if (depth && stack[depth - 1] == c)
+        depth--;
+    note("cuCtxDestroy", 0);
+    return 0;
+}
 static CUresult ctx_get_device(int *d) { *d = 0; return 0; }
 static CUresult ctx_synchronize(void) { note("cuCtxSynchronize", 0); return 0; }
 static CUresult pool_create(void **pool, const void *props)
@@ -123,6 +138,14 @@ static CUresult free_async(CUdeviceptr p, void *stream)
         note("cuMemFreeAsync %#llx", p);
     return 0;
 }
+static CUresult mem_alloc(CUdeviceptr *p, size_t n)
+{
+    *p = next_ptr;
+    next_ptr += (n + 0xfffff) & ~(size_t)0xfffff;
+    note("cuMemAlloc %#llx", *p);
+    return 0;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) { note("cuMemFree %#llx", p); return 0; }
 static CUresult stream_create(void **s, unsigned flags, int priority)
 {
     (void)flags;
@@ -147,11 +170,15 @@ static const struct { const char *name; void *fn; } entries[] = {
     {"cuCtxPushCurrent", (void *)cuCtxPushCurrent_v2},
     {"cuCtxPopCurrent", (void *)cuCtxPopCurrent_v2},
     {"cuCtxGetDevice", (void *)ctx_get_device},
+    {"cuCtxCreate", (void *)ctx_create},
+    {"cuCtxDestroy", (void *)cuCtxDestroy_v2},
     {"cuCtxSynchronize", (void *)ctx_synchronize},
     {"cuMemPoolCreate", (void *)pool_create},
     {"cuMemPoolDestroy", (void *)pool_destroy},
     {"cuMemAllocFromPoolAsync", (void *)alloc_from_pool},
     {"cuMemFreeAsync", (void *)free_async},
+    {"cuMemAlloc", (void *)mem_alloc},
+    {"cuMemFree", (void *)cuMemFree_v2},
     {"cuStreamCreateWithPriority", (void *)stream_create},
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamIsCapturing", (void *)stream_is_capturing},
