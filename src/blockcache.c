@@ -20,8 +20,9 @@
  * used as before.  On out-of-memory the cache is emptied and the pool trimmed
  * (then the context synchronized and the pool trimmed again) before giving up;
  * mem_alloc() does the same, so memory the array layer keeps never makes another
- * allocation fail.  The pool is destroyed with the context's caches; allocations
- * still alive then keep it until they are freed (cuMemPoolDestroy allows that). */
+ * allocation fail.  The pool is destroyed when the context is let go, after its
+ * caches are emptied; a detached primary context waits for its last allocation
+ * first (src/context.c), and its pool then keeps nothing freed into it. */
 #include "barecuda/blockcache.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
@@ -174,6 +175,16 @@ bc_array_pool_destroy(bc_Context *ctx)
     if (rc == CUDA_SUCCESS)
         bc_drv.cuMemPoolDestroy(pool);
     bc_context_leave(entered);
+}
+
+void
+bc_array_pool_keep_nothing(bc_Context *ctx)
+{
+    if (ctx->array_pool == NULL || ctx->let_go || !bc_drv_ready || bc_forked_child)
+        return;
+    cuuint64_t keep = 0;
+    bc_drv.cuMemPoolSetAttribute(ctx->array_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+    bc_drv.cuMemPoolTrimTo(ctx->array_pool, 0);
 }
 
 PyObject *

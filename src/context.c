@@ -745,8 +745,10 @@ context_detach(bc_Context *self, PyObject *Py_UNUSED(ignored))
     context_drop_caches(self, self->kind != BC_CTX_OWNED);
     if (!context_mark_released(self)) /* detached meanwhile (another thread, a destructor) */
         Py_RETURN_NONE;
-    if (self->kind == BC_CTX_PRIMARY && self->live_memory > 0)
+    if (self->kind == BC_CTX_PRIMARY && self->live_memory > 0) {
+        bc_array_pool_keep_nothing(self);
         Py_RETURN_NONE; /* bc_context_memory_freed lets go with the last of it */
+    }
     if (bc_check(bc_state_of((PyObject *)self), context_let_go(self), release_routine(self->kind)) < 0)
         return NULL;
     Py_RETURN_NONE;

@@ -32,6 +32,8 @@ PROLOGUE = (
     "drv.Context.pop()\n")
 
 FIRST, SECOND = "0x100000000", "0x100400000"   # the fake's first two addresses
+# a context's array pool is made keeping what is freed into it
+POOL_MADE = ["cuMemPoolCreate", "cuMemPoolSetAttribute release threshold 0xffffffffffffffff"]
 EXPECTED_END = [f"cuMemFreeAsync {FIRST}", f"cuMemFreeAsync {SECOND}", "cuCtxSynchronize",
                 "cuMemPoolDestroy", "cuDevicePrimaryCtxRelease 0"]
 
@@ -59,7 +61,7 @@ def run_logged(fake_libcuda, tmp_path, code):
 
 def test_the_fake_driver_logs_allocations(fake_libcuda, tmp_path):
     calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + "print('ok')\n")
-    assert calls[:4] == ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate",
+    assert calls[:5] == ["cuDevicePrimaryCtxRetain", *POOL_MADE,
                          f"cuMemAllocFromPoolAsync {FIRST}", f"cuMemAllocFromPoolAsync {SECOND}"]
 
 
@@ -70,7 +72,7 @@ def test_the_fake_driver_logs_allocations(fake_libcuda, tmp_path):
 ], ids=["detach", "collected"])
 def test_every_free_into_the_pool_comes_before_destroying_it(fake_libcuda, tmp_path, ending):
     calls = run_logged(fake_libcuda, tmp_path, PROLOGUE + ending + "print('ok')\n")
-    assert calls[4:] == EXPECTED_END
+    assert calls[5:] == EXPECTED_END
 
 
 def test_reset_frees_before_destroying(fake_libcuda, tmp_path):
@@ -109,8 +111,11 @@ KEEP = (
     "    else:\n"
     "        raise AssertionError('a detached context\\'s memory was usable')\n")
 
-KEPT_START = ["cuDevicePrimaryCtxRetain", "cuMemPoolCreate", f"cuMemAllocFromPoolAsync {FIRST}",
-              f"cuMemAlloc {SECOND}", "-- detached"]
+# detach() with memory alive: the retain and the pool stay, but the pool gives back
+# what is freed into it from then on
+KEPT_START = ["cuDevicePrimaryCtxRetain", *POOL_MADE, f"cuMemAllocFromPoolAsync {FIRST}",
+              f"cuMemAlloc {SECOND}", "cuMemPoolSetAttribute release threshold 0",
+              "cuMemPoolTrimTo 0", "-- detached"]
 
 
 def test_memory_kept_past_detach_is_freed_into_a_live_pool_then_the_retain_goes(
@@ -175,7 +180,7 @@ def test_memory_of_a_closed_stream_is_freed_on_the_legacy_stream_after_a_synchro
         "b = _driver._array_alloc(4 << 20, t)\n"
         "del t, b\n"
         "print('ok')\n"))
-    assert calls == ["cuDevicePrimaryCtxRetain", "cuStreamCreate 1", "cuMemPoolCreate",
+    assert calls == ["cuDevicePrimaryCtxRetain", "cuStreamCreate 1", *POOL_MADE,
                      f"cuMemAllocFromPoolAsync {FIRST} on stream 1", "cuStreamDestroy 1",
                      "cuCtxSynchronize", f"cuMemFreeAsync {FIRST}",
                      "cuStreamCreate 2", f"cuMemAllocFromPoolAsync {SECOND} on stream 2",

@@ -35,6 +35,11 @@ int bc_array_pool_reclaim(bc_Context *ctx, int step);
  * forget it when the context cannot be entered.  Never raises. */
 void bc_array_pool_destroy(bc_Context *ctx);
 
+/* Make ctx's pool hand freed memory back to the device at every synchronize
+ * (release threshold 0) and trim it now: a detached context waiting for its last
+ * allocations must not keep the memory of those already freed. */
+void bc_array_pool_keep_nothing(bc_Context *ctx);
+
 /* Context.array_pool: a MemPool wrapping (not owning) ctx's pool, or None. */
 PyObject *bc_array_pool_get(bc_State *st, bc_Context *ctx);
 

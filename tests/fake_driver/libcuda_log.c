@@ -118,6 +118,14 @@ static CUresult pool_create(void **pool, const void *props)
     note("cuMemPoolCreate", 0);
     return 0;
 }
+static CUresult pool_set_attribute(void *pool, int attr, void *value)
+{
+    (void)pool;
+    if (attr == 4) /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+        note("cuMemPoolSetAttribute release threshold %#llx", *(unsigned long long *)value);
+    return 0;
+}
+static CUresult pool_trim_to(void *pool, size_t keep) { (void)pool; note("cuMemPoolTrimTo %llu", keep); return 0; }
 static CUresult pool_destroy(void *pool) { (void)pool; note("cuMemPoolDestroy", 0); return 0; }
 static CUresult alloc_from_pool(CUdeviceptr *p, size_t n, void *pool, void *stream)
 {
@@ -175,6 +183,8 @@ static const struct { const char *name; void *fn; } entries[] = {
     {"cuCtxSynchronize", (void *)ctx_synchronize},
     {"cuMemPoolCreate", (void *)pool_create},
     {"cuMemPoolDestroy", (void *)pool_destroy},
+    {"cuMemPoolSetAttribute", (void *)pool_set_attribute},
+    {"cuMemPoolTrimTo", (void *)pool_trim_to},
     {"cuMemAllocFromPoolAsync", (void *)alloc_from_pool},
     {"cuMemFreeAsync", (void *)free_async},
     {"cuMemAlloc", (void *)mem_alloc},
