@@ -609,6 +609,7 @@ typedef struct {
     Py_buffer view;   /* held while registered, so the memory cannot move */
     int has_view;
     bc_Context *ctx;
+    int counted;      /* in ctx->live_memory until unregistered */
     PyObject *weakreflist;
 } bc_RegisteredHostMemory;
 
@@ -627,6 +628,16 @@ registered_release(bc_RegisteredHostMemory *self)
     rc = bc_drv.cuMemHostUnregister(self->ptr);
     bc_context_leave(entered);
     return rc;
+}
+
+/* Unregistered (GIL held): stop counting it in its context. */
+static void
+registered_uncount(bc_RegisteredHostMemory *self)
+{
+    if (!self->registered && self->counted) {
+        self->counted = 0;
+        bc_context_memory_freed(self->ctx);
+    }
 }
 
 static void
@@ -648,6 +659,7 @@ registered_dealloc(bc_RegisteredHostMemory *self)
     if (self->registered)
         bc_error_in_destructor(registered_release(self),
                                "cuMemHostUnregister", (PyObject *)self);
+    registered_uncount(self);
     registered_drop_view(self);
     Py_CLEAR(self->base);
     Py_CLEAR(self->ctx);
@@ -683,6 +695,7 @@ registered_unregister(bc_RegisteredHostMemory *self, PyObject *Py_UNUSED(ignored
     Py_BEGIN_ALLOW_THREADS
     rc = registered_release(self);
     Py_END_ALLOW_THREADS
+    registered_uncount(self);
     if (bc_check(st, rc, "cuMemHostUnregister") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -824,6 +837,7 @@ bc_register_host_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     if (self == NULL)
         goto done;
     self->registered = 0;
+    self->counted = 0;
     self->has_view = 0;
     self->base = Py_NewRef(obj);
     self->ctx = (bc_Context *)Py_NewRef(ctx);
@@ -844,7 +858,8 @@ bc_register_host_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuMemHostRegister") < 0)
         goto done;
-    self->registered = 1;
+    self->registered = self->counted = 1;
+    bc_context_memory_made(ctx);
     PyArray_Descr *descr = PyArray_DESCR(arr);
     Py_INCREF(descr);
     out = PyArray_NewFromDescr(&PyArray_Type, descr, PyArray_NDIM(arr), PyArray_DIMS(arr),

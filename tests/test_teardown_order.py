@@ -134,6 +134,38 @@ def test_memory_kept_past_detach_is_freed_into_a_live_pool_then_the_retain_goes(
                                   "cuMemPoolDestroy", "cuDevicePrimaryCtxRelease 0"]
 
 
+def test_host_memory_kept_past_detach_holds_the_retain_until_it_is_freed(fake_libcuda, tmp_path):
+    calls = run_logged(fake_libcuda, tmp_path, (
+        "import gc, os\n"
+        "import numpy as np\n"
+        "from barecuda import driver as drv\n"
+        + MARK +
+        "drv.init()\n"
+        "ctx = drv.Device(0).retain_primary_context()\n"
+        "ctx.push()\n"
+        "pinned = drv.pagelocked_empty(1000, np.float32)\n"
+        "pinned[:] = 1.5\n"
+        "registered = drv.register_host_memory(np.ones(4096, np.uint8))\n"
+        "drv.Context.pop()\n"
+        "ctx.detach()\n"
+        "mark('-- detached')\n"
+        "assert float(pinned.sum()) == 1500.0\n"  # host memory stays readable
+        "try:\n"
+        "    registered.base.get_device_pointer()\n"
+        "except drv.LogicError as e:\n"
+        "    assert 'detached' in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('registered memory of a detached context was used')\n"
+        "del pinned\n"
+        "gc.collect()\n"
+        "mark('-- pinned freed')\n"
+        "registered.base.unregister()\n"
+        "print('ok')\n"))
+    assert calls == ["cuDevicePrimaryCtxRetain", "cuMemHostAlloc", "cuMemHostRegister 4096 bytes",
+                     "-- detached", "cuMemFreeHost", "-- pinned freed", "cuMemHostUnregister",
+                     "cuDevicePrimaryCtxRelease 0"]
+
+
 def test_a_reset_gives_back_the_retain_that_kept_memory_was_holding(fake_libcuda, tmp_path):
     # a reset frees all of the context's memory: what was kept is never freed again
     calls = run_logged(fake_libcuda, tmp_path, KEEP + (

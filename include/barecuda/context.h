@@ -58,8 +58,8 @@ bc_Context *bc_context_wrap(bc_State *st, CUcontext handle);
 /* LogicError "<what> belongs to a context that was detached" when ctx is released. */
 int bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what);
 
-/* Count memory made in ctx (device, managed and pinned host allocations, IPC
- * mappings; GIL held).  A primary context detached while some of it lives keeps
+/* Count memory made in ctx (device, managed and page-locked host allocations,
+ * registered host memory, CUDA arrays, IPC mappings; GIL held).  A primary context detached while some of it lives keeps
  * its retain and its array pool until the last of it is freed, so that memory is
  * freed into a live pool of a live context instead of leaking when another
  * retain keeps the context alive. */

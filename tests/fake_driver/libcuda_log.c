@@ -3,7 +3,7 @@
  * in which barecuda makes driver calls (tests/test_teardown_order.py).  Loaded
  * through BARECUDA_LIBCUDA.  One device, a primary context, a context stack per
  * thread, a context of make_context, streams, pools and plain allocations that
- * hand out made-up handles; the calls that matter
+ * hand out made-up handles, page-locked host memory that is plain malloc memory; the calls that matter
  * to the tests are appended, one line each, to the file named by $FAKE_CUDA_LOG
  * (a stream by its number: 1 for the first made, none for the legacy stream).
  * Every other entry point answers CUDA_SUCCESS and writes nothing.  Not a driver:
@@ -154,6 +154,23 @@ static CUresult mem_alloc(CUdeviceptr *p, size_t n)
     return 0;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) { note("cuMemFree %#llx", p); return 0; }
+/* Page-locked host memory is real memory here: NumPy arrays are made over it. */
+static CUresult host_alloc(void **p, size_t n, unsigned flags)
+{
+    (void)flags;
+    *p = malloc(n ? n : 1);
+    note("cuMemHostAlloc", 0);
+    return *p ? 0 : 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+}
+static CUresult host_free(void *p) { free(p); note("cuMemFreeHost", 0); return 0; }
+static CUresult host_register(void *p, size_t n, unsigned flags)
+{
+    (void)p;
+    (void)flags;
+    note("cuMemHostRegister %llu bytes", n);
+    return 0;
+}
+static CUresult host_unregister(void *p) { (void)p; note("cuMemHostUnregister", 0); return 0; }
 static CUresult stream_create(void **s, unsigned flags, int priority)
 {
     (void)flags;
@@ -189,6 +206,10 @@ static const struct { const char *name; void *fn; } entries[] = {
     {"cuMemFreeAsync", (void *)free_async},
     {"cuMemAlloc", (void *)mem_alloc},
     {"cuMemFree", (void *)cuMemFree_v2},
+    {"cuMemHostAlloc", (void *)host_alloc},
+    {"cuMemFreeHost", (void *)host_free},
+    {"cuMemHostRegister", (void *)host_register},
+    {"cuMemHostUnregister", (void *)host_unregister},
     {"cuStreamCreateWithPriority", (void *)stream_create},
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamIsCapturing", (void *)stream_is_capturing},
