@@ -441,6 +441,11 @@ static PyObject *
 context_repr(bc_Context *self)
 {
     static const char *const kinds[] = {"primary", "owned", "borrowed"};
+    if (self->released && !self->let_go) /* detached, its retain held by memory made in it */
+        return PyUnicode_FromFormat("<barecuda.driver.Context %p on device %d (%s, detached; "
+                                    "retained until %zd allocation(s) made in it are freed)>",
+                                    (void *)self->handle, (int)self->device, kinds[self->kind],
+                                    self->live_memory);
     return PyUnicode_FromFormat("<barecuda.driver.Context %p on device %d (%s%s)>",
                                 (void *)self->handle, (int)self->device, kinds[self->kind],
                                 self->released ? ", detached" : "");

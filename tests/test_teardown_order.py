@@ -124,10 +124,13 @@ def test_memory_kept_past_detach_is_freed_into_a_live_pool_then_the_retain_goes(
     # alive: memory kept past detach() must still be freed, into a pool that is
     # not destroyed yet, and the retain given back only after the last of it.
     calls = run_logged(fake_libcuda, tmp_path, KEEP + (
+        "assert 'retained until 2 allocation(s) made in it are freed' in repr(ctx), repr(ctx)\n"
         "plain.free()\n"
         "mark('-- plain freed')\n"
+        "assert 'retained until 1 allocation(s)' in repr(ctx), repr(ctx)\n"
         "del kept\n"
         "gc.collect()\n"
+        "assert repr(ctx).endswith('(primary, detached)>'), repr(ctx)\n"
         "print('ok')\n"))
     assert calls == KEPT_START + [f"cuMemFree {SECOND}", "-- plain freed",
                                   f"cuMemFreeAsync {FIRST}", "cuCtxSynchronize",
