@@ -137,6 +137,28 @@ def test_memory_kept_past_detach_is_freed_into_a_live_pool_then_the_retain_goes(
                                   "cuMemPoolDestroy", "cuDevicePrimaryCtxRelease 0"]
 
 
+def test_memory_kept_past_detach_and_freed_on_another_thread_lets_the_context_go_there(
+        fake_libcuda, tmp_path):
+    # that thread has no context current: the free, the synchronize and the pool's
+    # destruction run with the detached context pushed for them, then popped
+    calls = run_logged(fake_libcuda, tmp_path, KEEP + (
+        "import threading\n"
+        "plain.free()\n"
+        "seen = []\n"
+        "def work():\n"
+        "    kept.free()\n"
+        "    seen.append(drv.Context.get_current())\n"
+        "t = threading.Thread(target=work)\n"
+        "t.start()\n"
+        "t.join()\n"
+        "assert seen == [None], seen\n"
+        "assert repr(ctx).endswith('(primary, detached)>'), repr(ctx)\n"
+        "print('ok')\n"))
+    assert calls == KEPT_START + [f"cuMemFree {SECOND}", f"cuMemFreeAsync {FIRST}",
+                                  "cuCtxSynchronize", "cuMemPoolDestroy",
+                                  "cuDevicePrimaryCtxRelease 0"]
+
+
 def test_host_memory_kept_past_detach_holds_the_retain_until_it_is_freed(fake_libcuda, tmp_path):
     calls = run_logged(fake_libcuda, tmp_path, (
         "import gc, os\n"
