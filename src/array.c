@@ -477,8 +477,7 @@ array_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
     self->ctx = ctx; /* steals the reference */
     self->desc = d;
     self->freed = 0;
-    self->counted = 1;
-    bc_context_memory_made(ctx);
+    bc_context_memory_made(ctx, &self->counted);
     self->users = 0;
     self->weakreflist = NULL;
     return (PyObject *)self;
@@ -501,16 +500,6 @@ array_release(bc_Array *self)
     return rc;
 }
 
-/* The array was destroyed (GIL held): stop counting it in its context. */
-static void
-array_uncount(bc_Array *self)
-{
-    if (self->freed && self->counted) {
-        self->counted = 0;
-        bc_context_memory_freed(self->ctx);
-    }
-}
-
 static void
 array_dealloc(bc_Array *self)
 {
@@ -521,7 +510,7 @@ array_dealloc(bc_Array *self)
     if (!self->freed)
         bc_error_in_destructor(array_release(self),
                                "cuArrayDestroy", (PyObject *)self);
-    array_uncount(self);
+    bc_context_memory_freed(self->ctx, &self->counted);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -556,7 +545,7 @@ array_free(bc_Array *self, PyObject *Py_UNUSED(ignored))
     Py_BEGIN_ALLOW_THREADS
     rc = array_release(self);
     Py_END_ALLOW_THREADS
-    array_uncount(self);
+    bc_context_memory_freed(self->ctx, &self->counted);
     if (bc_check(st, rc, "cuArrayDestroy") < 0)
         return NULL;
     Py_RETURN_NONE;

@@ -276,9 +276,10 @@ release_handle(int kind, CUdevice dev, CUcontext handle)
     }
 }
 
-/* Mark the wrapper released (GIL held): from here on, objects made in it skip
- * their own release.  Returns 0 when it already was.  Callers empty the caches
- * first (context still valid): context_drop_caches. */
+/* Mark the wrapper released (GIL held): from here on, objects made in it refuse
+ * to be used (context_let_go makes them skip their own release).  Returns 0 when
+ * it already was.  Callers empty the caches first (context still valid):
+ * context_drop_caches. */
 static int
 context_mark_released(bc_Context *self)
 {
@@ -313,8 +314,11 @@ context_let_go(bc_Context *self)
 }
 
 void
-bc_context_memory_freed(bc_Context *ctx)
+bc_context_memory_freed(bc_Context *ctx, int *counted)
 {
+    if (!*counted)
+        return;
+    *counted = 0;
     if (--ctx->live_memory == 0 && ctx->released && !ctx->let_go && bc_drv_ready)
         bc_error_in_destructor(context_let_go(ctx), release_routine(ctx->kind), (PyObject *)ctx);
 }

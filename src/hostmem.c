@@ -175,16 +175,6 @@ host_release(bc_HostAllocation *self)
     return rc;
 }
 
-/* Pinned memory was released (GIL held): stop counting it in its context. */
-static void
-host_uncount(bc_HostAllocation *self)
-{
-    if (self->freed && self->counted) {
-        self->counted = 0;
-        bc_context_memory_freed(self->ctx);
-    }
-}
-
 static void
 host_dealloc(bc_HostAllocation *self)
 {
@@ -195,7 +185,8 @@ host_dealloc(bc_HostAllocation *self)
     if (!self->freed)
         bc_error_in_destructor(host_release(self), "cuMemFreeHost",
                                (PyObject *)self);
-    host_uncount(self);
+    if (self->ctx != NULL) /* pinned; aligned memory has none */
+        bc_context_memory_freed(self->ctx, &self->counted);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -251,7 +242,8 @@ host_free(bc_HostAllocation *self, PyObject *Py_UNUSED(ignored))
     Py_BEGIN_ALLOW_THREADS
     rc = host_release(self);
     Py_END_ALLOW_THREADS
-    host_uncount(self);
+    if (self->ctx != NULL)
+        bc_context_memory_freed(self->ctx, &self->counted);
     if (bc_check(st, rc, "cuMemFreeHost") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -411,8 +403,7 @@ pinned_array(bc_State *st, bc_ArraySpec *s, unsigned int flags, int zero)
     h->freed = 0;
     h->exports = 0;
     h->ctx = (bc_Context *)Py_NewRef(ctx);
-    h->counted = 1;
-    bc_context_memory_made(ctx);
+    bc_context_memory_made(ctx, &h->counted);
     h->weakreflist = NULL;
     PyObject_GC_Track(h);
     out = bc_array_over(s, ptr, (PyObject *)h);
@@ -630,16 +621,6 @@ registered_release(bc_RegisteredHostMemory *self)
     return rc;
 }
 
-/* Unregistered (GIL held): stop counting it in its context. */
-static void
-registered_uncount(bc_RegisteredHostMemory *self)
-{
-    if (!self->registered && self->counted) {
-        self->counted = 0;
-        bc_context_memory_freed(self->ctx);
-    }
-}
-
 static void
 registered_drop_view(bc_RegisteredHostMemory *self)
 {
@@ -659,7 +640,7 @@ registered_dealloc(bc_RegisteredHostMemory *self)
     if (self->registered)
         bc_error_in_destructor(registered_release(self),
                                "cuMemHostUnregister", (PyObject *)self);
-    registered_uncount(self);
+    bc_context_memory_freed(self->ctx, &self->counted);
     registered_drop_view(self);
     Py_CLEAR(self->base);
     Py_CLEAR(self->ctx);
@@ -695,7 +676,7 @@ registered_unregister(bc_RegisteredHostMemory *self, PyObject *Py_UNUSED(ignored
     Py_BEGIN_ALLOW_THREADS
     rc = registered_release(self);
     Py_END_ALLOW_THREADS
-    registered_uncount(self);
+    bc_context_memory_freed(self->ctx, &self->counted);
     if (bc_check(st, rc, "cuMemHostUnregister") < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -858,8 +839,8 @@ bc_register_host_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuMemHostRegister") < 0)
         goto done;
-    self->registered = self->counted = 1;
-    bc_context_memory_made(ctx);
+    self->registered = 1;
+    bc_context_memory_made(ctx, &self->counted);
     PyArray_Descr *descr = PyArray_DESCR(arr);
     Py_INCREF(descr);
     out = PyArray_NewFromDescr(&PyArray_Type, descr, PyArray_NDIM(arr), PyArray_DIMS(arr),

@@ -222,17 +222,6 @@ allocation_release(bc_DeviceAllocation *self, CUstream s, int sync)
     return rc;
 }
 
-/* The allocation's memory was released (GIL held): stop counting it in its
- * context, which a detached primary context is waiting for. */
-static void
-allocation_uncount(bc_DeviceAllocation *self)
-{
-    if (self->freed && self->counted) {
-        self->counted = 0;
-        bc_context_memory_freed(self->ctx);
-    }
-}
-
 /* The stream an async allocation is freed on by default, and whether a
  * synchronize is needed because that Stream was closed meanwhile. */
 static CUstream
@@ -281,8 +270,8 @@ allocation_dealloc(bc_DeviceAllocation *self)
         bc_error_in_destructor(allocation_release(self, s, sync), release_routine(self),
                                (PyObject *)self);
     }
-    if (st != NULL)
-        allocation_uncount(self);
+    if (st != NULL) /* released above; not when the process is ending (no module) */
+        bc_context_memory_freed(self->ctx, &self->counted);
     Py_CLEAR(self->stream);
     Py_CLEAR(self->ctx);
     tp->tp_free(self);
@@ -317,8 +306,7 @@ allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
     self->cached = 0;
     self->exports = 0;
     self->in_memo = 0;
-    self->counted = 1;
-    bc_context_memory_made(ctx);
+    bc_context_memory_made(ctx, &self->counted);
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -480,7 +468,7 @@ allocation_free(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
     Py_BEGIN_ALLOW_THREADS
     rc = allocation_release(self, s, sync);
     Py_END_ALLOW_THREADS
-    allocation_uncount(self);
+    bc_context_memory_freed(self->ctx, &self->counted);
     if (bc_check(st, rc, release_routine(self)) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -1028,7 +1016,7 @@ ipc_close(bc_DeviceAllocation *self, PyObject *Py_UNUSED(ignored))
     Py_BEGIN_ALLOW_THREADS
     rc = allocation_release(self, NULL, 0);
     Py_END_ALLOW_THREADS
-    allocation_uncount(self);
+    bc_context_memory_freed(self->ctx, &self->counted);
     if (bc_check(st, rc, "cuIpcCloseMemHandle") < 0)
         return NULL;
     Py_RETURN_NONE;

@@ -59,16 +59,19 @@ bc_Context *bc_context_wrap(bc_State *st, CUcontext handle);
 int bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what);
 
 /* Count memory made in ctx (device, managed and page-locked host allocations,
- * registered host memory, CUDA arrays, IPC mappings; GIL held).  A primary context detached while some of it lives keeps
- * its retain and its array pool until the last of it is freed, so that memory is
- * freed into a live pool of a live context instead of leaking when another
- * retain keeps the context alive. */
+ * registered host memory, CUDA arrays, IPC mappings), GIL held for both.  A
+ * primary context detached while some of it lives keeps its retain and its array
+ * pool until the last of it is freed, so that memory is freed into a live pool
+ * of a live context instead of leaking when another retain keeps the context
+ * alive.  `counted` is the object's own flag: made sets it, freed (called once
+ * the memory is released) clears it and counts the object off at most once. */
 static inline void
-bc_context_memory_made(bc_Context *ctx)
+bc_context_memory_made(bc_Context *ctx, int *counted)
 {
+    *counted = 1;
     ctx->live_memory++;
 }
-void bc_context_memory_freed(bc_Context *ctx);
+void bc_context_memory_freed(bc_Context *ctx, int *counted);
 
 /* Make ctx current for one call if it is not already (for destructors and calls
  * on objects used from another context or thread).  Returns 1 when it pushed,
