@@ -15,6 +15,7 @@
 #include "barecuda/argpack.h"
 #include "barecuda/blockcache.h"
 #include "barecuda/error.h"
+#include "barecuda/stream.h"
 #include "barecuda/trace.h"
 #include "barecuda/loader.h"
 
@@ -114,6 +115,7 @@ context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
     self->let_go = 0;
     self->live_memory = 0;
     self->kernels = NULL;
+    self->keeping = NULL;
     self->nblocks = 0;
     self->array_pool = NULL;
     self->array_pool_failed = 0;
@@ -413,6 +415,7 @@ context_traverse(bc_Context *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->kernels);
+    Py_VISIT(self->keeping);
     return 0;
 }
 
@@ -422,6 +425,7 @@ static int
 context_clear(bc_Context *self)
 {
     Py_CLEAR(self->kernels);
+    Py_CLEAR(self->keeping);
     return 0;
 }
 
@@ -437,6 +441,7 @@ context_dealloc(bc_Context *self)
         context_mark_released(self);
         bc_error_in_destructor(context_let_go(self), release_routine(self->kind), (PyObject *)self);
     }
+    Py_CLEAR(self->keeping);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -744,13 +749,17 @@ PyDoc_STRVAR(detach_doc,
 "in it raise LogicError from then on.  A primary context keeps its retain while\n"
 "memory allocated in it lives, until the last of it is freed or collected, so\n"
 "that memory is given back rather than leaked when the context lives on (another\n"
-"wrapper or library retains it); other objects' release is skipped.");
+"wrapper or library retains it); other objects' release is skipped.  Streams made\n"
+"in it that still keep the host buffers of asynchronous copies are synchronized\n"
+"first (GIL released) and let them go.");
 
 static PyObject *
 context_detach(bc_Context *self, PyObject *Py_UNUSED(ignored))
 {
     if (self->released)
         Py_RETURN_NONE;
+    /* first: the host buffers its streams keep are often all that memory is */
+    bc_stream_let_go_kept(self);
     context_drop_caches(self, self->kind != BC_CTX_OWNED);
     if (!context_mark_released(self)) /* detached meanwhile (another thread, a destructor) */
         Py_RETURN_NONE;

@@ -73,15 +73,91 @@ bc_stream_convert(bc_State *st, PyObject *obj, CUstream *out)
     return -1;
 }
 
+/* Note s in its context's list of streams that keep objects, as its keep list
+ * is made; entries of streams gone or no longer keeping anything (their own
+ * earlier entry among them) are dropped first, so the list stays short. */
+static int
+note_keeping(bc_Stream *s)
+{
+    bc_Context *ctx = s->ctx;
+    if (ctx == NULL)
+        return 0;
+    if (ctx->keeping == NULL && (ctx->keeping = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *list = ctx->keeping;
+    for (Py_ssize_t i = PyList_GET_SIZE(list) - 1; i >= 0; i--) {
+        PyObject *other = bc_weakref_get(PyList_GET_ITEM(list, i));
+        int stale = other == NULL || ((bc_Stream *)other)->keep == NULL;
+        Py_XDECREF(other);
+        if (stale && PySequence_DelItem(list, i) < 0)
+            return -1;
+    }
+    PyObject *ref = PyWeakref_NewRef((PyObject *)s, NULL);
+    int rc = ref ? PyList_Append(list, ref) : -1;
+    Py_XDECREF(ref);
+    return rc;
+}
+
 int
 bc_stream_keep_alive(bc_State *st, PyObject *stream, PyObject *obj)
 {
     bc_Stream *s = stream ? bc_stream_check(st, stream) : NULL;
     if (s == NULL)
         return 0;
-    if (s->keep == NULL && (s->keep = PyList_New(0)) == NULL)
-        return -1;
+    if (s->keep == NULL) {
+        if (note_keeping(s) < 0 || (s->keep = PyList_New(0)) == NULL)
+            return -1;
+    }
     return PyList_Append(s->keep, obj);
+}
+
+/* Let go of what the streams in `list` keep: the open ones (handle) after a
+ * synchronize of each, or the closed ones, whose caller made the context idle.
+ * Returns how many closed ones still keep something. */
+static int
+let_go_kept(PyObject *list, int open)
+{
+    int closed = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        bc_Stream *s = (bc_Stream *)bc_weakref_get(PyList_GET_ITEM(list, i));
+        if (s == NULL || s->keep == NULL) {
+            Py_XDECREF(s);
+            continue;
+        }
+        CUresult rc = CUDA_SUCCESS;
+        if (open && s->handle != NULL) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = bc_drv.cuStreamSynchronize(s->handle);
+            Py_END_ALLOW_THREADS
+        }
+        if (open && s->handle == NULL)
+            closed++;
+        else if (rc == CUDA_SUCCESS)
+            Py_CLEAR(s->keep); /* may free host memory, counted off its context */
+        Py_DECREF(s);
+    }
+    return closed;
+}
+
+void
+bc_stream_let_go_kept(bc_Context *ctx)
+{
+    PyObject *list = ctx->keeping; /* ours now: a stream noted meanwhile starts a new one */
+    ctx->keeping = NULL;
+    if (list != NULL && !ctx->let_go && bc_drv_ready && let_go_kept(list, 1) > 0) {
+        /* a closed stream's copies may still run: wait for the whole context */
+        int entered = bc_context_enter(ctx);
+        if (entered >= 0) {
+            CUresult rc;
+            Py_BEGIN_ALLOW_THREADS
+            rc = bc_drv.cuCtxSynchronize();
+            Py_END_ALLOW_THREADS
+            bc_context_leave(entered);
+            if (rc == CUDA_SUCCESS)
+                let_go_kept(list, 0);
+        }
+    }
+    Py_XDECREF(list);
 }
 
 static PyObject *

@@ -151,3 +151,34 @@ def test_closing_a_capturing_stream_ends_the_capture(ctx):
         drv.mem_alloc(16)  # GLOBAL capture mode forbids allocations everywhere
     s.close()
     drv.mem_alloc(16).free()  # the capture ended with the stream
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
+def test_detach_waits_for_a_kept_streams_copies_then_lets_their_buffers_go(ctx, rng, closed):
+    # The pinned source of an asynchronous copy is kept by its stream until the
+    # stream is next known idle.  A stream still held after detach() can no longer
+    # be synchronized: its list kept the page-locked memory, and with it the
+    # detached wrapper's retain, for as long as the stream lived.  detach() now
+    # waits for such streams' copies and lets their buffers go.
+    x = rng.standard_normal(16 << 20).astype(np.float32)   # 64 MiB: still in flight
+    dest = drv.mem_alloc(x.nbytes)                        # made in the test's wrapper
+    other = drv.Context.get_device().retain_primary_context()
+    other.push()   # the newest wrapper of the primary context: the stream is made in it
+    try:
+        s = drv.Stream()
+        pinned = drv.pagelocked_empty(x.shape, x.dtype)
+        pinned[:] = x
+        drv.memcpy_htod_async(dest, pinned, s)
+        if closed:
+            s.close()
+        del pinned
+    finally:
+        drv.Context.pop()
+    other.detach()
+    assert repr(other).endswith("(primary, detached)>"), repr(other)
+    with pytest.raises(drv.LogicError, match="detached|closed"):
+        s.synchronize()
+    back = np.empty_like(x)
+    drv.memcpy_dtoh(back, dest)
+    np.testing.assert_array_equal(back, x)

@@ -191,6 +191,47 @@ def test_host_memory_kept_past_detach_holds_the_retain_until_it_is_freed(fake_li
                      "cuDevicePrimaryCtxRelease 0"]
 
 
+@pytest.mark.parametrize("stream_left", ["open", "closed"])
+def test_detach_lets_streams_go_of_the_host_buffers_they_keep(fake_libcuda, tmp_path, stream_left):
+    # A stream keeps the host buffer of an asynchronous copy until it is next known
+    # idle.  A stream the program still holds after detach() can no longer be
+    # synchronized, so its list held page-locked memory, and through it the
+    # context's retain, for as long as the stream lived.  detach() synchronizes
+    # such streams first and lets the buffers go (a closed one after a synchronize of
+    # the context: close() does not wait for its copies); a stream that keeps
+    # nothing, synchronized before, is not synchronized again.
+    calls = run_logged(fake_libcuda, tmp_path, (
+        "import gc, os\n"
+        "import numpy as np\n"
+        "from barecuda import driver as drv\n"
+        + MARK +
+        "drv.init()\n"
+        "ctx = drv.Device(0).retain_primary_context()\n"
+        "ctx.push()\n"
+        "s, idle = drv.Stream(), drv.Stream()\n"
+        "pinned = drv.pagelocked_empty(1000, np.float32)\n"
+        "drv.memcpy_htod_async(0x200000000, pinned, s)\n"
+        "drv.memcpy_htod_async(0x200000000, pinned, idle)\n"
+        "idle.synchronize()\n"
+        + ("s.close()\n" if stream_left == "closed" else "") +
+        "del pinned\n"
+        "gc.collect()\n"
+        "drv.Context.pop()\n"
+        "mark('-- detaching')\n"
+        "ctx.detach()\n"
+        "mark('-- detached')\n"
+        "assert repr(ctx).endswith('(primary, detached)>'), repr(ctx)\n"
+        "print('ok')\n"))
+    start = ["cuDevicePrimaryCtxRetain", "cuStreamCreate 1", "cuStreamCreate 2", "cuMemHostAlloc",
+             "cuStreamSynchronize 2"]
+    if stream_left == "open":
+        assert calls == start + ["-- detaching", "cuStreamSynchronize 1", "cuMemFreeHost",
+                                 "cuDevicePrimaryCtxRelease 0", "-- detached"]
+    else:  # a closed stream's copies may still run: the whole context is waited for
+        assert calls == start + ["cuStreamDestroy 1", "-- detaching", "cuCtxSynchronize",
+                                 "cuMemFreeHost", "cuDevicePrimaryCtxRelease 0", "-- detached"]
+
+
 def test_a_reset_gives_back_the_retain_that_kept_memory_was_holding(fake_libcuda, tmp_path):
     # a reset frees all of the context's memory: what was kept is never freed again
     calls = run_logged(fake_libcuda, tmp_path, KEEP + (

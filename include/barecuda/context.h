@@ -36,6 +36,8 @@ typedef struct {
                               destroyed or reset): objects made in it skip their release */
     Py_ssize_t live_memory; /* allocations made in it not yet freed (bc_context_memory_*) */
     PyObject *kernels;     /* dict of compiled kernels of the array layer, or NULL */
+    PyObject *keeping;     /* list of weak references to Streams made in it whose keep
+                              lists hold objects (bc_stream_keep_alive), or NULL */
     int nblocks;           /* blocks[0:nblocks] are cached free blocks */
     bc_CachedBlock blocks[BC_BLOCK_SLOTS];
     CUmemoryPool array_pool; /* the array layer's own pool (src/blockcache.c), or NULL */

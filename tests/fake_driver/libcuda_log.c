@@ -181,6 +181,7 @@ static CUresult stream_create(void **s, unsigned flags, int priority)
 }
 CUresult cuStreamDestroy_v2(void *s) { note("cuStreamDestroy %llu", stream_no(s)); return 0; }
 static CUresult stream_is_capturing(void *s, int *status) { (void)s; *status = 0; return 0; }
+static CUresult stream_synchronize(void *s) { note("cuStreamSynchronize %llu", stream_no(s)); return 0; }
 static CUresult error_name(CUresult rc, const char **s) { (void)rc; *s = "CUDA_ERROR_FAKE"; return 0; }
 
 static const struct { const char *name; void *fn; } entries[] = {
@@ -213,6 +214,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     {"cuStreamCreateWithPriority", (void *)stream_create},
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamIsCapturing", (void *)stream_is_capturing},
+    {"cuStreamSynchronize", (void *)stream_synchronize},
     {"cuGetErrorName", (void *)error_name},
     {"cuGetErrorString", (void *)error_name},
 };
