@@ -159,15 +159,21 @@ def test_memory_kept_past_detach_and_freed_on_another_thread_lets_the_context_go
                                   "cuDevicePrimaryCtxRelease 0"]
 
 
+# a script's start for host memory and streams: the primary context pushed, and
+# mark() to write a line of its own into the log
+HOST_START = (
+    "import gc, os\n"
+    "import numpy as np\n"
+    "from barecuda import driver as drv\n"
+    + MARK +
+    "drv.init()\n"
+    "ctx = drv.Device(0).retain_primary_context()\n"
+    "ctx.push()\n")
+
+
 def test_host_memory_kept_past_detach_holds_the_retain_until_it_is_freed(fake_libcuda, tmp_path):
     calls = run_logged(fake_libcuda, tmp_path, (
-        "import gc, os\n"
-        "import numpy as np\n"
-        "from barecuda import driver as drv\n"
-        + MARK +
-        "drv.init()\n"
-        "ctx = drv.Device(0).retain_primary_context()\n"
-        "ctx.push()\n"
+        HOST_START +
         "pinned = drv.pagelocked_empty(1000, np.float32)\n"
         "pinned[:] = 1.5\n"
         "registered = drv.register_host_memory(np.ones(4096, np.uint8))\n"
@@ -201,13 +207,7 @@ def test_detach_lets_streams_go_of_the_host_buffers_they_keep(fake_libcuda, tmp_
     # the context: close() does not wait for its copies); a stream that keeps
     # nothing, synchronized before, is not synchronized again.
     calls = run_logged(fake_libcuda, tmp_path, (
-        "import gc, os\n"
-        "import numpy as np\n"
-        "from barecuda import driver as drv\n"
-        + MARK +
-        "drv.init()\n"
-        "ctx = drv.Device(0).retain_primary_context()\n"
-        "ctx.push()\n"
+        HOST_START +
         "s, idle = drv.Stream(), drv.Stream()\n"
         "pinned = drv.pagelocked_empty(1000, np.float32)\n"
         "drv.memcpy_htod_async(0x200000000, pinned, s)\n"
