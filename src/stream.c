@@ -111,11 +111,12 @@ bc_stream_keep_alive(bc_State *st, PyObject *stream, PyObject *obj)
     return PyList_Append(s->keep, obj);
 }
 
-/* Let go of what the streams in `list` keep: the open ones (handle) after a
- * synchronize of each, or the closed ones, whose caller made the context idle.
- * Returns how many closed ones still keep something. */
+/* Empty the keep lists of the streams in `list`.  With sync_each, every open
+ * stream is synchronized first (one that fails keeps its list) and closed ones
+ * are left alone, counted in the return value.  Without, the caller has made
+ * the whole context idle, and every list is emptied. */
 static int
-let_go_kept(PyObject *list, int open)
+let_go_kept(PyObject *list, int sync_each)
 {
     int closed = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
@@ -125,12 +126,12 @@ let_go_kept(PyObject *list, int open)
             continue;
         }
         CUresult rc = CUDA_SUCCESS;
-        if (open && s->handle != NULL) {
+        if (sync_each && s->handle != NULL) {
             Py_BEGIN_ALLOW_THREADS
             rc = bc_drv.cuStreamSynchronize(s->handle);
             Py_END_ALLOW_THREADS
         }
-        if (open && s->handle == NULL)
+        if (sync_each && s->handle == NULL)
             closed++;
         else if (rc == CUDA_SUCCESS)
             Py_CLEAR(s->keep); /* may free host memory, counted off its context */
