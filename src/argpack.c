@@ -253,7 +253,7 @@ dims_memoable(PyObject *obj)
  * ones parsed here are remembered on the Function with their values, which
  * bc_args_launch_dims (argpack.h) reuses inline until they change (or the
  * kernel's thread limit did). */
-int
+BC_COLD int
 bc_args_parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
                           unsigned int b[3])
 {
@@ -269,7 +269,7 @@ bc_args_parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsig
     return 0;
 }
 
-int
+BC_COLD int
 bc_args_shared_slow(PyObject *obj, unsigned int *out)
 {
     long long v;
@@ -281,7 +281,7 @@ bc_args_shared_slow(PyObject *obj, unsigned int *out)
 
 /* ------------------------------------------------------------ __call__ packing */
 
-static int
+BC_COLD static int
 bad_arg(Py_ssize_t i, PyObject *arg)
 {
     PyErr_Format(PyExc_TypeError,
@@ -455,7 +455,7 @@ pointer:
     return 0;
 }
 
-static int
+BC_COLD static int
 size_mismatch(bc_Function *f, Py_ssize_t i, size_t got, PyObject *arg)
 {
     PyErr_Format(PyExc_TypeError,
@@ -465,7 +465,7 @@ size_mismatch(bc_Function *f, Py_ssize_t i, size_t got, PyObject *arg)
     return -1;
 }
 
-static int
+BC_COLD static int
 arg_count_mismatch(bc_Function *f, Py_ssize_t got)
 {
     PyErr_Format(PyExc_TypeError, "kernel %R takes %zd argument%s, got %zd", f->name,
@@ -1319,7 +1319,7 @@ memo_score(bc_ArgMemo *m, Py_ssize_t changed)
     }
 }
 
-int
+BC_HOT int
 bc_args_memo_pack_call(bc_State *st, bc_Function *f, bc_ArgMemo *m, PyObject *const *args,
                        Py_ssize_t n, bc_packbuf *pb)
 {
@@ -1355,7 +1355,7 @@ bc_args_memo_pack_call(bc_State *st, bc_Function *f, bc_ArgMemo *m, PyObject *co
     return 0;
 }
 
-int
+BC_HOT int
 bc_args_memo_pack_prepared(bc_State *st, bc_Function *f, bc_ArgMemo *m, PyObject *const *args,
                            Py_ssize_t n, bc_ArgMemo **memo)
 {

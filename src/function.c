@@ -35,7 +35,7 @@ module_ok(bc_State *st, bc_Function *f)
     return 0;
 }
 
-static int
+BC_COLD static int
 call_handlers(PyObject *handlers, const char *method, PyObject *stream)
 {
     if (handlers == NULL)
@@ -63,7 +63,7 @@ raw_launch(bc_Function *f, const unsigned int g[3], const unsigned int b[3], uns
 
 /* Launch with the GIL as the knob says; when no (or another) context is current
  * on this thread, retry once with the module's context made current. */
-static CUresult
+BC_HOT static CUresult
 do_launch(bc_State *st, bc_Function *f, const unsigned int g[3], const unsigned int b[3],
           unsigned int shared, CUstream s, void *buf, size_t size)
 {
@@ -98,7 +98,7 @@ typedef struct {
     CUevent start, end;
 } timer;
 
-static int
+BC_COLD static int
 timer_start(bc_State *st, timer *t, CUstream s)
 {
     t->start = t->end = NULL;
@@ -119,7 +119,7 @@ timer_free(timer *t)
     t->start = t->end = NULL;
 }
 
-static PyObject *
+BC_COLD static PyObject *
 timer_stop(bc_State *st, timer *t, CUstream s)
 {
     if (bc_check(st, bc_drv.cuEventRecord(t->end, s), "cuEventRecord") < 0)
@@ -191,7 +191,7 @@ done:
     return out;
 }
 
-static PyObject *
+BC_HOT static PyObject *
 function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     bc_Function *f = (bc_Function *)callable;
@@ -243,7 +243,7 @@ PyDoc_STRVAR(launch_doc,
 "its arguments in a tuple, and passes the same tuple again, pays the least per\n"
 "launch at any argument count.");
 
-static PyObject *
+BC_HOT static PyObject *
 function_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     bc_State *st = bc_state_of((PyObject *)self);
@@ -304,7 +304,7 @@ function_prepare(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyO
 
 
 /* prepared_call / prepared_async_call / prepared_timed_call share this. */
-static PyObject *
+BC_HOT static PyObject *
 prepared_launch(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                 int has_stream, int timed, const char *name)
 {
@@ -376,7 +376,7 @@ PyDoc_STRVAR(prepared_call_doc,
 "prepared_call($self, grid, block, *args, shared_size=0)\n--\n\n"
 "Launch on the default stream with arguments converted to the prepare()d types.");
 
-static PyObject *
+BC_HOT static PyObject *
 function_prepared_call(bc_Function *self, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames)
 {
@@ -387,7 +387,7 @@ PyDoc_STRVAR(prepared_async_call_doc,
 "prepared_async_call($self, grid, block, stream, *args, shared_size=0)\n--\n\n"
 "Launch on `stream` (None: the default stream) with prepare()d argument types.");
 
-static PyObject *
+BC_HOT static PyObject *
 function_prepared_async_call(bc_Function *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {

@@ -8,7 +8,7 @@
 
 /* Raise the exception for a failed driver call; always returns -1.
  * Message: "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY: out of memory". */
-int bc_error_raise(bc_State *st, CUresult code, const char *routine);
+BC_COLD int bc_error_raise(bc_State *st, CUresult code, const char *routine);
 
 /* 0 on success, else raise and return -1. */
 static inline int
@@ -18,7 +18,7 @@ bc_check(bc_State *st, CUresult code, const char *routine)
 }
 
 /* Raise barecuda.driver.LogicError with a formatted message; returns -1. */
-int bc_error_logic(bc_State *st, const char *fmt, ...);
+BC_COLD int bc_error_logic(bc_State *st, const char *fmt, ...);
 
 /* The exception class a CUresult maps to (borrowed). */
 PyObject *bc_error_class(bc_State *st, CUresult code);

@@ -88,7 +88,7 @@ typedef struct {
 PyObject *bc_function_new(bc_State *st, bc_Module *module, PyObject *name);
 
 /* LogicError when the module was unloaded or its context detached. */
-int bc_module_usable(bc_State *st, bc_Module *m);
+BC_COLD int bc_module_usable(bc_State *st, bc_Module *m);
 
 /* cuLaunchKernel of f with a buffer packed to its prepare()d layout, as
  * prepared_async_call does it (the GIL as the launch knob says, one retry in f's
