@@ -253,7 +253,7 @@ dims_memoable(PyObject *obj)
  * ones parsed here are remembered on the Function with their values, which
  * bc_args_launch_dims (argpack.h) reuses inline until they change (or the
  * kernel's thread limit did). */
-BC_COLD int
+int
 bc_args_parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
                           unsigned int b[3])
 {
@@ -269,7 +269,7 @@ bc_args_parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsig
     return 0;
 }
 
-BC_COLD int
+int
 bc_args_shared_slow(PyObject *obj, unsigned int *out)
 {
     long long v;

@@ -110,7 +110,7 @@ int bc_packbuf_reserve(bc_packbuf *pb, size_t need);
 int bc_args_dims(PyObject *obj, const char *what, unsigned int d[3]);
 /* grid (NULL or None: (1, 1, 1)) and block (required), checked against the
  * hardware limits and f's threads-per-block limit. */
-BC_COLD int bc_args_parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
+int bc_args_parse_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned int g[3],
                               unsigned int b[3]);
 /* The same, inline where a loop passes the grid and block it passed last time
  * (the values remembered on f by bc_args_parse_launch_dims). */
@@ -127,7 +127,7 @@ bc_args_launch_dims(bc_Function *f, PyObject *grid, PyObject *block, unsigned in
     return bc_args_parse_launch_dims(f, grid, block, g, b);
 }
 /* Dynamic shared memory bytes (NULL or None: 0). */
-BC_COLD int bc_args_shared_slow(PyObject *obj, unsigned int *out);
+int bc_args_shared_slow(PyObject *obj, unsigned int *out);
 static inline int
 bc_args_shared(PyObject *obj, unsigned int *out)
 {
