@@ -61,7 +61,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 import barecuda
-from barecuda import _diskcache, _driver, _headers
+from barecuda import _diskcache, _driver, _headers, _nvcc_compat
 from barecuda import driver as _drv
 
 CompileError = _drv.CompileError
@@ -593,7 +593,7 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
         # directory), one read of the entry its link points at, a stat of each
         # dependency recorded there
         quick = _driver._cache_quick(directory, (
-            "barecuda-kernel-cache-3", barecuda.__version__, target, str(arch), str(code),
+            "barecuda-kernel-cache-4", barecuda.__version__, target, str(arch), str(code),
             str(device_cc), "no_extern_c" if no_extern_c else "", "\0".join(options),
             "\0".join(include_dirs), os.getcwd(), INCLUDE_DIR, NVRTC_STD_INCLUDE_DIR,
             _PRELUDE, "\0".join(name_expressions), text), _QUICK_ENV, _diskcache.NOT_SITE)
@@ -605,10 +605,12 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
     if backend == "nvcc" and name_expressions:
         raise ValueError("name_expressions needs backend='nvrtc'")
 
+    # NVRTC: a struct attribute after the closing brace applied as nvcc (GCC) applies it
+    body = _nvcc_compat.gnu_type_attributes(text) if backend == "nvrtc" else text
     if no_extern_c:
-        full, offset = text, 0
+        full, offset = body, 0
     else:
-        full, offset = 'extern "C" {\n' + text + "\n}\n", 1
+        full, offset = 'extern "C" {\n' + body + "\n}\n", 1
 
     if backend == "nvrtc":
         opts, opt_incs, opt_arch, opt_code = _translate_options(options)
@@ -659,7 +661,7 @@ def _build(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
 
     def make_key(cid):
         h = _diskcache.blake2b(digest_size=32)
-        for part in ("barecuda-kernel-cache-3", barecuda.__version__, backend, cid or "?",
+        for part in ("barecuda-kernel-cache-4", barecuda.__version__, backend, cid or "?",
                      target, arch_key, code if backend == "nvcc" and code else "",
                      "\0".join(rest), "\0".join(name_expressions), full):
             h.update(part.encode("utf-8", "surrogateescape"))
