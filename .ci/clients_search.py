@@ -27,6 +27,8 @@ def search():
         "vector_add", SOURCE, n, [c, a, b, n], {"block_size_x": [32 * i for i in range(1, 33)]},
         lang="CUDA", answer=[a + b, None, None, None], quiet=True)
     assert len(res) == 32, len(res)
+    failed = [r for r in res if not isinstance(r.get("time"), float)]
+    assert not failed, f"{len(failed)} configurations failed: {failed[0]}"
     return res
 
 

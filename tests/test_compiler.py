@@ -303,6 +303,16 @@ def test_translate_options(tmp_path):
     assert (arch, code) == ("sm_80", "sm_86")
 
 
+@pytest.mark.parametrize("entries", [["-e", "saxpy"], ["--entries=saxpy"], ["--entries", "saxpy"]])
+def test_entries_option_accepted(entries):
+    # nvcc's -e/--entries (kernel_tuner passes -e KERNEL): NVRTC makes every kernel,
+    # the named one among them
+    assert compiler._translate_options(["-DA=1"] + entries + ["-DB=2"])[0] == ["-DA=1", "-DB=2"]
+    image = compiler.compile(SAXPY, arch="sm_90", options=entries + ["-Xcompiler=-Wall"],
+                             cache_dir=False)
+    assert image.startswith(ELF) and b"saxpy" in image
+
+
 def test_options_reach_nvrtc(tmp_path):
     src = "#if VALUE != 7\n#error VALUE is not 7\n#endif\n" + SAXPY
     opts = ["-DVALUE=7", "-O3", "-lineinfo", "-use_fast_math", "-Xcompiler", "-Wall"]

@@ -244,8 +244,10 @@ _DROP = {"-m64", "-m32", "-cubin", "-ptx", "-fatbin", "-keep", "--keep", "-c", "
          "--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--extended-lambda",
          "-extended-lambda", "--expt-extended-lambda", "-expt-extended-lambda",
          "--shared", "-shared"}
+# -e/--entries: nvcc makes code for the named kernels only; NVRTC makes every kernel of the
+# unit, the named ones among them (kernel_tuner passes -e KERNEL)
 _DROP_WITH_VALUE = {"-Xcompiler", "--compiler-options", "-ccbin", "--compiler-bindir",
-                    "-Xlinker", "--linker-options", "-o", "--output-file"}
+                    "-Xlinker", "--linker-options", "-o", "--output-file", "-e", "--entries"}
 _RENAME = {"-lineinfo": "--generate-line-info", "--generate-line-info": "--generate-line-info",
            "-G": "--device-debug", "--device-debug": "--device-debug",
            "-use_fast_math": "--use_fast_math", "--use_fast_math": "--use_fast_math",
