@@ -587,3 +587,61 @@ def test_block_tree_counts_with_prepared_calls(ctx, max_depth):
     drv.memcpy_dtoh(seen, counter)
     expect = sum(grid * (grid * threads) ** d for d in range(max_depth))
     assert int(seen[0]) == expect
+
+
+# ------------------------------------------- which units need the device runtime (CPU)
+
+def _rdc_cubin(src):
+    return compiler.compile(src, options=["-rdc=true"], arch="sm_90", cache_dir=False,
+                            target="cubin")
+
+
+@pytest.mark.parametrize("src, needs, named", [
+    ("__global__ void k(float *c) { c[0] = 1; }", False, None),
+    ("__global__ void child(float *c) { c[0] = 1; }\n"
+     "__global__ void parent(float *c) { child<<<1, 1>>>(c); }", True, "__cudaCDP2LaunchDeviceV2"),
+    ("#include <cstdio>\n__global__ void k(float *c) { printf(\"%f\", c[0]); }", True, "vprintf"),
+    ("extern __device__ float g;\n__global__ void k(float *c) { c[0] = g; }", True, "g"),
+], ids=["plain", "launches_kernels", "printf", "extern_variable"])
+def test_needs_device_runtime(src, needs, named):
+    from barecuda import _cubin
+
+    image = _rdc_cubin(src)
+    names = _cubin.undefined_symbols(image)
+    assert names is not None and all(isinstance(n, str) for n in names)
+    if named:
+        assert named in names
+    assert _cubin.needs_device_runtime(image) is needs
+
+
+@pytest.mark.parametrize("image", [b"", b"//\n.version 8.0\n.target sm_90\n", b"\x7fELF\x02\x01",
+                                   b"\x7fELF\x02\x01" + b"\xff" * 200, b"\x7fELF\x01\x01" + b"\0" * 60],
+                         ids=["empty", "ptx", "short", "garbage", "elf32"])
+def test_unreadable_images_keep_the_device_runtime(image):
+    from barecuda import _cubin
+
+    assert _cubin.undefined_symbols(image) is None
+    assert _cubin.needs_device_runtime(image) is True
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("printf", [False, True], ids=["plain", "printf"])
+def test_dynamic_source_module_links_devrt_only_when_called(ctx, printf, capfd):
+    src = ("#include <cstdio>\n" if printf else "") + """
+    __global__ void axpy(float *y, const float *x, float a, int n)
+    {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = a * x[i] + y[i];""" + (
+        '\n        if (i == 0) printf("axpy ran\\n");' if printf else "") + "\n    }\n"
+    mod = DynamicSourceModule(src, cache_dir=False)
+    assert mod._calls_devrt is printf
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(1000).astype(np.float32)
+    y = rng.standard_normal(1000).astype(np.float32)
+    out = y.copy()
+    mod.get_function("axpy")(drv.InOut(out), drv.In(x), np.float32(2.5), np.int32(1000),
+                             block=(256, 1, 1), grid=(4, 1))
+    drv.Context.synchronize()
+    np.testing.assert_allclose(out, 2.5 * x + y, rtol=1e-6)
+    if printf:
+        assert "axpy ran" in capfd.readouterr().out

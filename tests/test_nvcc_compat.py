@@ -120,7 +120,7 @@ def test_numpy_layout_at_compile_time(dtype, decls, tname):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype, decls, tname", cases(), ids=CASE_IDS)
-def test_numpy_layout_on_device(dtype, decls, tname, context):
+def test_numpy_layout_on_device(dtype, decls, tname, ctx):
     import barecuda.driver as drv
     from barecuda.compiler import SourceModule
 

@@ -61,7 +61,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 import barecuda
-from barecuda import _diskcache, _driver, _headers, _nvcc_compat
+from barecuda import _cubin, _diskcache, _driver, _headers, _nvcc_compat
 from barecuda import driver as _drv
 
 CompileError = _drv.CompileError
@@ -1167,6 +1167,7 @@ class DynamicModule:
         self.include_dirs = list(_seq(include_dirs, "include_dirs"))
         self.cuda_libdir = cuda_libdir
         self.module = None
+        self._calls_devrt = False   # some add_source unit may call the device runtime
 
     def _open_linker(self):
         if self.linker is None:
@@ -1184,6 +1185,7 @@ class DynamicModule:
                         keep=self.keep, no_extern_c=self.no_extern_c, arch=self.arch,
                         code=self.code, cache_dir=self.cache_dir,
                         include_dirs=self.include_dirs, target="cubin")
+        self._calls_devrt = self._calls_devrt or _cubin.needs_device_runtime(image)
         # a CUBIN (ELF) for the device's architecture, else PTX (see compile)
         if bytes(image[:4]) == b"\x7fELF":
             kind = _drv.jit_input_type.CUBIN
@@ -1249,7 +1251,9 @@ class DynamicModule:
 class DynamicSourceModule(DynamicModule):
     """CUDA C compiled as relocatable device code, linked with the device runtime
     (cudadevrt) so its kernels can launch kernels (PyCUDA's DynamicSourceModule).
-    Used like SourceModule; the module is linked when the constructor returns."""
+    Used like SourceModule; the module is linked when the constructor returns.  A unit
+    that calls nothing of the device runtime is linked without it (the same module,
+    made faster)."""
 
     def __init__(self, source: str | bytes, nvcc: str = "nvcc", options: _Options = None,
                  keep: bool = False, no_extern_c: bool = False, arch: str | None = None,
@@ -1267,7 +1271,10 @@ class DynamicSourceModule(DynamicModule):
         if "-lcudadevrt" not in options:
             options.append("-lcudadevrt")
         self.add_source(source, nvcc_options=options)
-        self.add_stdlib("cudadevrt")
+        # the device runtime only where the unit calls it (launches kernels, say): a
+        # link with libcudadevrt costs the driver more than compiling the unit does
+        if self._calls_devrt:
+            self.add_stdlib("cudadevrt")
         self.link()
 
 

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: MIT
+"""What a relocatable CUBIN (ELF64, as NVRTC makes with -rdc=true) leaves for the linker.
+
+DynamicSourceModule links its unit with the device runtime (libcudadevrt.a), as PyCUDA's
+does, so that kernels can launch kernels.  Most units never call the device runtime, and
+adding the library to a link costs the driver's linker more than the rest of the link.
+``needs_device_runtime`` reads the unit's symbol table: the library is needed only when
+the unit leaves a symbol undefined that the linker does not make itself.
+"""
+
+from __future__ import annotations
+
+import struct
+
+_SHT_SYMTAB = 2
+_STB_GLOBAL, _STB_WEAK = 1, 2
+# made by nvlink / the driver's linker for every relocatable unit (unified function and
+# data tables, reserved shared memory), never by a library
+_LINKER_MADE = ("__UDT", "__UFT", ".nv.")
+
+
+def undefined_symbols(image: bytes) -> list[str] | None:
+    """Names of the global/weak symbols `image` uses but does not define; None when
+    `image` is not a 64-bit little-endian ELF (PTX, say) or cannot be read."""
+    img = bytes(image)
+    if img[:4] != b"\x7fELF" or len(img) < 64 or img[4] != 2 or img[5] != 1:
+        return None
+    try:
+        shoff, = struct.unpack_from("<Q", img, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", img, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", img, shoff + i * shentsize)
+                    for i in range(shnum)]
+        names = []
+        for _, kind, _, _, offset, size, link, _, _, _ in sections:
+            if kind != _SHT_SYMTAB:
+                continue
+            strings = sections[link][4]
+            for at in range(offset, offset + size - 23, 24):
+                name, info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", img, at)
+                if shndx == 0 and name and info >> 4 in (_STB_GLOBAL, _STB_WEAK):
+                    start = strings + name
+                    names.append(img[start:img.index(b"\0", start)].decode("ascii", "replace"))
+        return names
+    except (struct.error, IndexError, ValueError):
+        return None
+
+
+def needs_device_runtime(image: bytes) -> bool:
+    """Whether linking `image` may need libcudadevrt: True unless it is a CUBIN whose
+    undefined symbols are all ones the linker makes itself."""
+    names = undefined_symbols(image)
+    return names is None or any(not n.startswith(_LINKER_MADE) for n in names)
