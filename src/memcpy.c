@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Copies and fills: memset_*, memcpy_htod/dtoh/dtod (and _async), peer
+/* Copies and fills: memset_*, memcpy_htod/dtoh/dtod (and _async; the
+ * synchronous host copies of large pageable memory staged by src/staging.c), peer
  * copies, the Memcpy2D / Memcpy3D / Memcpy3DPeer descriptors, and the private
  * C-loop copy benchmark that bench.py measures the Python API against.
  *
@@ -379,6 +380,7 @@ copy_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
             return too_large(fn, n, "source device memory", ssize), NULL;
     }
     CUresult rc = CUDA_SUCCESS;
+    const char *routine = copy_routine[dir][async];
     if (n > 0 && !bc_drv_ready && bc_loader_load_driver(st) < 0) {
         host_release(&hb);
         return NULL;
@@ -387,11 +389,21 @@ copy_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         /* the enum above and trace.h's directions agree: HtoD, DtoH, DtoD */
         bc_trace_tok tt = BC_TRACE_BEGIN(st, bc_trace_copy(st, dir, s, n));
         do {
+            routine = copy_routine[dir][async];
             Py_BEGIN_ALLOW_THREADS
+            /* The synchronous host copies of large pageable memory are staged
+             * (src/staging.c decides which: bc_staged_try), on the legacy
+             * default stream as the driver's own; the rest go as they are. */
             switch (dir * 2 + async) {
-            case 0: rc = bc_drv.cuMemcpyHtoD(dptr, hb.buf, n); break;
+            case 0:
+                if (!bc_staged_try(0, dptr, hb.buf, n, NULL, &rc, &routine))
+                    rc = bc_drv.cuMemcpyHtoD(dptr, hb.buf, n);
+                break;
             case 1: rc = bc_drv.cuMemcpyHtoDAsync(dptr, hb.buf, n, s); break;
-            case 2: rc = bc_drv.cuMemcpyDtoH(hb.buf, sptr, n); break;
+            case 2:
+                if (!bc_staged_try(1, sptr, hb.buf, n, NULL, &rc, &routine))
+                    rc = bc_drv.cuMemcpyDtoH(hb.buf, sptr, n);
+                break;
             case 3: rc = bc_drv.cuMemcpyDtoHAsync(hb.buf, sptr, n, s); break;
             case 4: rc = bc_drv.cuMemcpyDtoD(dptr, sptr, n); break;
             default: rc = bc_drv.cuMemcpyDtoDAsync(dptr, sptr, n, s); break;
@@ -401,7 +413,7 @@ copy_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         BC_TRACE_END(st, tt, rc);
     }
     host_release(&hb);
-    if (bc_check(st, rc, copy_routine[dir][async]) < 0)
+    if (bc_check(st, rc, routine) < 0)
         return NULL;
     if (async && host != NULL && bc_stream_keep_alive(st, stream, host) < 0)
         return NULL;
@@ -424,10 +436,18 @@ BC_COPY(memcpy_dtod_async, DTOD, 1)
 
 PyDoc_STRVAR(memcpy_htod_doc, "memcpy_htod(dest, src)\n--\n\n"
 "Copy all of the contiguous host buffer `src` (a NumPy array, bytes, ...) to\n"
-"device memory `dest` (cuMemcpyHtoD).  ValueError when it does not fit.");
+"device memory `dest`, and return when it has arrived.  Ordered after earlier\n"
+"work on the default stream, as cuMemcpyHtoD.  Pageable `src` of 1 MiB or more\n"
+"goes through pinned staging buffers with several threads (as GPUArray.to_gpu);\n"
+"smaller copies, page-locked, registered or managed memory, and copies made\n"
+"while another one holds the staging buffers go straight to cuMemcpyHtoD.\n"
+"ValueError when it does not fit or `src` is not contiguous.");
 PyDoc_STRVAR(memcpy_dtoh_doc, "memcpy_dtoh(dest, src)\n--\n\n"
-"Fill the writable contiguous host buffer `dest` from device memory `src`\n"
-"(cuMemcpyDtoH).  ValueError when `src` is known to be smaller.");
+"Fill the writable contiguous host buffer `dest` from device memory `src`, and\n"
+"return when every byte is there.  Ordered after earlier work on the default\n"
+"stream, as cuMemcpyDtoH; staged as memcpy_htod() for pageable `dest` of 1 MiB\n"
+"or more, else cuMemcpyDtoH.  ValueError when `src` is known to be smaller, or\n"
+"`dest` is read-only or not contiguous.");
 PyDoc_STRVAR(memcpy_dtod_doc, "memcpy_dtod(dest, src, size)\n--\n\n"
 "Copy `size` bytes between device memories (cuMemcpyDtoD).");
 PyDoc_STRVAR(memcpy_htod_async_doc, "memcpy_htod_async(dest, src, stream=None)\n--\n\n"

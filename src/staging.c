@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Staged copies between pageable host memory and the device, for GPUArray's
- * to_gpu/set/get.
+ * to_gpu/set/get and the synchronous memcpy_htod/memcpy_dtoh (src/memcpy.c,
+ * through bc_staged_try; driver.to_device/from_device and the In/Out/InOut
+ * argument handlers copy with those).
  *
  * The driver copies pageable memory through one internal bounce buffer with
  * one CPU thread, and a copy into freshly allocated memory also pays a page
@@ -19,9 +21,10 @@
  *
  * The pinned buffers (workers * depth * chunk bytes, our own memory registered
  * portable on the first large copy, see stage_buffers) are shared by the
- * process behind a mutex: a copy that finds them busy, a small copy, and host
- * memory the driver already knows (pinned, registered or managed) go straight
- * to the driver.  GPUArray registers a large array the program keeps copying
+ * process behind a mutex: a copy that finds them busy, a small copy, host
+ * memory the driver already knows (pinned, registered or managed), and any copy
+ * while the buffers cannot be page-locked go straight to the driver
+ * (bc_staged_try decides, for every caller).  GPUArray registers a large array the program keeps copying
  * (barecuda/_kept.py, with _host_register below), so that its copies run at
  * the pinned rate.  The worker threads are kept between copies (pool_run).
  *
@@ -458,30 +461,30 @@ worker_count(size_t n, int most)
     return t < 1 ? 1 : t > (size_t)most ? (size_t)most : t;
 }
 
-/* The copy itself, GIL released.  *routine names the call that failed. */
-static CUresult
-staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const char **routine)
+/* The staged copy, GIL released, when it is the better way: 1 when it was
+ * made (*rc its result, *routine naming the call that failed), 0 when the
+ * copy is left to the caller to make with the driver directly, nothing done:
+ * a copy under MIN_STAGED bytes, host memory the driver knows (pinned,
+ * registered, managed), staging buffers busy with another copy or not to be
+ * had (cuMemHostRegister refused), no current context.  The one place where
+ * this choice is made, for _htod_staged/_dtoh_staged and for the synchronous
+ * memcpy_htod/memcpy_dtoh (src/memcpy.c). */
+int
+bc_staged_try(int to_host, CUdeviceptr dev, void *host_ptr, size_t n, CUstream s, CUresult *rc,
+              const char **routine)
 {
+    const int dir = to_host ? TO_HOST : TO_DEVICE;
+    char *host = host_ptr;
+    if (n < MIN_STAGED)
+        return 0;
     pthread_once(&config_once, config_from_env);
-    int direct = n < MIN_STAGED || bc_host_is_known(host) || pthread_mutex_trylock(&stage_lock) != 0;
-    if (direct) {
-        *routine = dir == TO_DEVICE ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
-        CUresult rc = dir == TO_DEVICE ? bc_drv.cuMemcpyHtoDAsync(dev, host, n, s)
-                                       : bc_drv.cuMemcpyDtoHAsync(host, dev, n, s);
-        if (rc == CUDA_SUCCESS) {
-            *routine = "cuStreamSynchronize";
-            rc = bc_drv.cuStreamSynchronize(s);
-        }
-        return rc;
-    }
     CUcontext ctx = NULL;
-    CUresult rc = bc_drv.cuCtxGetCurrent(&ctx);
-    *routine = "cuMemHostRegister";
-    if (rc == CUDA_SUCCESS)
-        rc = stage_buffers();
-    if (rc != CUDA_SUCCESS) {
+    if (bc_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL || bc_host_is_known(host) ||
+        pthread_mutex_trylock(&stage_lock) != 0)
+        return 0;
+    if (stage_buffers() != CUDA_SUCCESS) {
         pthread_mutex_unlock(&stage_lock);
-        return rc;
+        return 0; /* no page-locked memory to be had: the driver copies as it can */
     }
     const stage_config c = cfg;
     size_t nw = worker_count(n, c.workers), nchunks = (n + c.chunk - 1) / c.chunk;
@@ -525,10 +528,28 @@ staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const ch
     pthread_mutex_unlock(&stage_lock);
     bc_drv.cuCtxSetCurrent(ctx); /* the calling thread ran a worker: keep its context */
     *routine = dir == TO_DEVICE ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
-    for (size_t i = 0; i < nw; i++)
-        if (w[i].rc != CUDA_SUCCESS)
-            return w[i].rc;
-    return CUDA_SUCCESS;
+    *rc = CUDA_SUCCESS;
+    for (size_t i = 0; i < nw && *rc == CUDA_SUCCESS; i++)
+        *rc = w[i].rc;
+    return 1;
+}
+
+/* _htod_staged/_dtoh_staged's copy, GIL released: staged, or else the driver's
+ * copy on `s`, waited for.  *routine names the call that failed. */
+static CUresult
+staged_copy(int dir, CUdeviceptr dev, char *host, size_t n, CUstream s, const char **routine)
+{
+    CUresult rc;
+    if (bc_staged_try(dir == TO_HOST, dev, host, n, s, &rc, routine))
+        return rc;
+    *routine = dir == TO_DEVICE ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
+    rc = dir == TO_DEVICE ? bc_drv.cuMemcpyHtoDAsync(dev, host, n, s)
+                          : bc_drv.cuMemcpyDtoHAsync(host, dev, n, s);
+    if (rc == CUDA_SUCCESS) {
+        *routine = "cuStreamSynchronize";
+        rc = bc_drv.cuStreamSynchronize(s);
+    }
+    return rc;
 }
 
 static PyObject *

@@ -4,12 +4,20 @@
  * Just enough entry points to retain a context, load PTX, allocate and launch:
  * cuFuncGetParamInfo answers from the .entry's .param list in the PTX, and
  * cuLaunchKernel runs nothing but records the launch (fake_last_launch), so a
- * test can read back the exact bytes barecuda handed to the driver.  Entry
- * points not listed answer CUDA_ERROR_NOT_SUPPORTED. */
+ * test can read back the exact bytes barecuda handed to the driver.  Device
+ * memory is host memory here, so copies (cuMemcpyHtoD/DtoH and their Async
+ * forms, which run at once) really move the bytes, and fake_copy_counts tells
+ * a test which of them barecuda used and on which stream (tests/
+ * test_memcpy_fakedriver.py); page-locked and registered host memory is known to
+ * cuPointerGetAttribute(MEMORY_TYPE) as the driver's would be.  Entry points not
+ * listed answer CUDA_ERROR_NOT_SUPPORTED. */
 #include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *image;
 static CUresult ok(void) { return CUDA_SUCCESS; }
@@ -70,10 +78,92 @@ static CUresult f_paraminfo(CUfunction h, size_t i, size_t *off, size_t *size) {
     *off = f->off[i]; *size = f->size[i]; return 0;
 }
 static CUresult f_fnattr(int *v, CUfunction_attribute a, CUfunction f) { (void)a; (void)f; *v = 1024; return 0; }
-static unsigned long long next_ptr = 0x7f0000000000ULL;
-static CUresult f_alloc(CUdeviceptr *p, size_t n) { *p = next_ptr; next_ptr += (n + 255) / 256 * 256; return 0; }
-static CUresult f_ptrattr(void *d, CUpointer_attribute a, CUdeviceptr p) { (void)d; (void)a; (void)p; return CUDA_ERROR_NOT_SUPPORTED; }
+static CUresult f_alloc(CUdeviceptr *p, size_t n) {
+    void *m = aligned_alloc(256, n ? (n + 255) / 256 * 256 : 256);
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return 0;
+}
+static CUresult f_free(CUdeviceptr p) { free((void *)(uintptr_t)p); return 0; }
+
+/* host memory the driver knows: cuMemHostAlloc's and cuMemHostRegister's */
+static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { char *p; size_t n; } known[256];
+static int known_find(const void *p) { /* known_mu held */
+    for (int i = 0; i < 256; i++)
+        if (known[i].p && (const char *)p >= known[i].p && (const char *)p < known[i].p + known[i].n)
+            return i;
+    return -1;
+}
+static CUresult f_register(void *p, size_t n, unsigned f) {
+    (void)f;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&known_mu);
+    if (known_find(p) >= 0 || known_find((char *)p + n - 1) >= 0)
+        rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    else
+        for (int i = 0; i < 256; i++)
+            if (!known[i].p) { known[i].p = p; known[i].n = n; rc = CUDA_SUCCESS; break; }
+    pthread_mutex_unlock(&known_mu);
+    return rc;
+}
+static CUresult f_unregister(void *p) {
+    CUresult rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    pthread_mutex_lock(&known_mu);
+    int i = known_find(p);
+    if (i >= 0 && known[i].p == p) { known[i].p = NULL; rc = CUDA_SUCCESS; }
+    pthread_mutex_unlock(&known_mu);
+    return rc;
+}
+static CUresult f_hostalloc(void **pp, size_t n, unsigned f) {
+    if (!(*pp = aligned_alloc(4096, (n + 4095) / 4096 * 4096))) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f_register(*pp, n, f);
+    if (rc) free(*pp);
+    return rc;
+}
+static CUresult f_freehost(void *p) { CUresult rc = f_unregister(p); if (!rc) free(p); return rc; }
+static CUresult f_hostdevptr(CUdeviceptr *d, void *p, unsigned f) { (void)f; *d = (CUdeviceptr)(uintptr_t)p; return 0; }
+static CUresult f_ptrattr(void *d, CUpointer_attribute a, CUdeviceptr p) {
+    if (a != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&known_mu);
+    int i = known_find((void *)(uintptr_t)p);
+    pthread_mutex_unlock(&known_mu);
+    if (i < 0) return CUDA_ERROR_INVALID_VALUE; /* as the driver answers for plain memory */
+    *(unsigned int *)d = CU_MEMORYTYPE_HOST;
+    return 0;
+}
+
+/* copies: counted by kind, the Async ones by stream too */
+enum { C_HTOD, C_DTOH, C_HTOD_ASYNC, C_DTOH_ASYNC, C_ON_STREAM, C_ASYNC_BYTES, C_NKINDS };
+static unsigned long long copies[C_NKINDS];
+static unsigned copy_delay_us;
+static void count(int kind, unsigned long long v) { __atomic_fetch_add(&copies[kind], v, __ATOMIC_SEQ_CST); }
+static CUresult f_htod(CUdeviceptr d, const void *h, size_t n) {
+    memcpy((void *)(uintptr_t)d, h, n); count(C_HTOD, 1); return 0;
+}
+static CUresult f_dtoh(void *h, CUdeviceptr d, size_t n) {
+    memcpy(h, (const void *)(uintptr_t)d, n); count(C_DTOH, 1); return 0;
+}
+static void async_note(int kind, size_t n, CUstream s) {
+    count(kind, 1); count(C_ASYNC_BYTES, n);
+    if (s != NULL) count(C_ON_STREAM, 1);
+    if (copy_delay_us) usleep(copy_delay_us);
+}
+static CUresult f_htod_async(CUdeviceptr d, const void *h, size_t n, CUstream s) {
+    memcpy((void *)(uintptr_t)d, h, n); async_note(C_HTOD_ASYNC, n, s); return 0;
+}
+static CUresult f_dtoh_async(void *h, CUdeviceptr d, size_t n, CUstream s) {
+    memcpy(h, (const void *)(uintptr_t)d, n); async_note(C_DTOH_ASYNC, n, s); return 0;
+}
+/* cuMemcpyHtoD, cuMemcpyDtoH, their Async calls, Async calls on a stream other
+ * than the legacy one, bytes copied by Async calls; then zeroed. */
+void fake_copy_counts(unsigned long long out[C_NKINDS]) {
+    for (int i = 0; i < C_NKINDS; i++) out[i] = __atomic_exchange_n(&copies[i], 0, __ATOMIC_SEQ_CST);
+}
+/* Microseconds every Async copy takes from now on (a staged copy held busy). */
+void fake_set_copy_delay_us(unsigned us) { copy_delay_us = us; }
 static CUresult f_streamcreate(CUstream *s, unsigned f) { (void)f; static long k = 0x3000; *s = (CUstream)(k++); return 0; }
+static CUresult f_streamcreate_prio(CUstream *s, unsigned f, int p) { (void)p; return f_streamcreate(s, f); }
 static struct {
     unsigned long long count;
     unsigned int dims[7];
@@ -123,9 +213,14 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuDeviceGetAttribute", f_devattr},
     {"cuModuleLoadData", f_load}, {"cuModuleLoadDataEx", f_loadex}, {"cuModuleUnload", ok},
     {"cuModuleGetFunction", f_getfn}, {"cuFuncGetParamInfo", f_paraminfo},
-    {"cuFuncGetAttribute", f_fnattr}, {"cuMemAlloc", f_alloc}, {"cuMemFree", ok},
+    {"cuFuncGetAttribute", f_fnattr}, {"cuMemAlloc", f_alloc}, {"cuMemFree", f_free},
     {"cuPointerGetAttribute", f_ptrattr},
-    {"cuStreamCreate", f_streamcreate}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
+    {"cuMemHostRegister", f_register}, {"cuMemHostUnregister", f_unregister},
+    {"cuMemHostAlloc", f_hostalloc}, {"cuMemFreeHost", f_freehost},
+    {"cuMemHostGetDevicePointer", f_hostdevptr},
+    {"cuMemcpyHtoD", f_htod}, {"cuMemcpyDtoH", f_dtoh},
+    {"cuMemcpyHtoDAsync", f_htod_async}, {"cuMemcpyDtoHAsync", f_dtoh_async},
+    {"cuStreamCreate", f_streamcreate}, {"cuStreamCreateWithPriority", f_streamcreate_prio}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
     {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", ok},
     {"cuEventSynchronize", ok}, {"cuEventDestroy", ok}, {"cuEventElapsedTime", f_elapsed},
 };

@@ -121,6 +121,17 @@ PyObject *bc_array_over(bc_ArraySpec *s, void *data, PyObject *base);
  * managed), so that copies of it go straight to the DMA (src/staging.c). */
 int bc_host_is_known(void *p);
 
+/* A synchronous copy of n bytes between host memory and device memory `dev`
+ * (to the host when to_host), in order on stream s (NULL: the legacy default
+ * stream, as cuMemcpyHtoD/cuMemcpyDtoH), through the staging buffers of
+ * src/staging.c; call with the GIL released.  Returns 1 when the copy was made
+ * that way and has arrived (*rc its result, *routine the call that failed), 0
+ * when it is better made by the driver directly, with nothing done: a copy under
+ * 1 MiB, host memory the driver knows, the staging buffers busy or not to be had,
+ * no current context. */
+int bc_staged_try(int to_host, CUdeviceptr dev, void *host, size_t n, CUstream s, CUresult *rc,
+                  const char **routine);
+
 /* If p lies in host-pool memory the pool page-locked (src/hostpool.c), end that
  * registration, so that the program can register the memory itself; 1 when one
  * ended. */
