@@ -250,3 +250,58 @@ def test_driver_only_install(variant, built_wheel, tmp_path):
         assert result["nvrtc_version"][0] == 12, said
     assert result["curand"].startswith("ok"), said
     assert result["complex"].startswith("ok"), said
+
+
+SUBSET = ["test_loader.py", "test_main.py", "test_nvrtc_headers.py", "test_build.py"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("BARECUDA_TEST_MANYLINUX") != "1",
+                    reason="the manylinux2014 set (4 wheels, ~10 minutes on 2 cores) runs with "
+                           "BARECUDA_TEST_MANYLINUX=1")
+def test_manylinux_set(tmp_path):
+    """tools/build_wheel.sh --all: one manylinux2014 wheel per CPython 3.10-3.13,
+    each confirmed by `auditwheel show`, installed into a venv of its own
+    interpreter and passing the CPU tests' import and compile subset there."""
+    import re
+    if not _network() and not os.environ.get("PIP_FIND_LINKS"):
+        pytest.skip("no network to PyPI: building the wheels needs their build requirements")
+    t0 = time.monotonic()
+    _, out = build_wheel(sys.executable, str(tmp_path / "dist"),
+                         args=("--all", "-Csetup-args=-Dcuda-headers=wheel"))
+    print(f"built the set in {time.monotonic() - t0:.0f} s")
+    wheels = sorted(glob.glob(str(tmp_path / "dist" / "*.whl")))
+    tags = sorted(re.findall(r"-(cp3\d+)-", " ".join(os.path.basename(w) for w in wheels)))
+    assert tags == ["cp310", "cp311", "cp312", "cp313"], wheels
+    pythons = {}
+    for v in ("3.10", "3.11", "3.12", "3.13"):
+        cands = sorted(glob.glob(os.path.join(os.environ.get("PYENV_ROOT") or
+                                              os.path.expanduser("~/.pyenv"),
+                                              "versions", v + ".*", "bin", "python")))
+        pythons["cp3" + v[2:]] = cands[-1] if cands else shutil.which("python" + v)
+    auditwheel = [sys.executable, "-m", "auditwheel"]
+    for whl in wheels:
+        t1 = time.monotonic()
+        show = subprocess.run(auditwheel + ["show", whl], capture_output=True, text=True)
+        print(show.stdout)
+        assert show.returncode == 0, show.stdout + show.stderr
+        assert re.search(r'platform tag:\s*"(manylinux2014|manylinux_2_17)_x86_64"',
+                         show.stdout), show.stdout
+        assert "manylinux2014_x86_64" in os.path.basename(whl)
+        tag = re.search(r"-(cp3\d+)-", os.path.basename(whl)).group(1)
+        d = tmp_path / tag
+        d.mkdir()
+        env = _clean_env(str(d))
+        for k in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"):
+            if k in os.environ:
+                env[k] = os.environ[k]      # the toolkit stays visible here
+        venv = str(d / "venv")
+        subprocess.run([pythons[tag], "-m", "venv", venv], check=True, env=env, timeout=300)
+        py = os.path.join(venv, "bin", "python")
+        pip_install(py, [whl, "pytest>=7", "hypothesis>=6"], env)
+        tests = [os.path.join(ROOT, "tests", t) for t in SUBSET]
+        r = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+                           cwd=str(d), env=env, capture_output=True, text=True, timeout=900)
+        print(f"{tag}: {r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ''} "
+              f"({time.monotonic() - t1:.0f} s)")
+        assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-3000:]
