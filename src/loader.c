@@ -6,11 +6,21 @@
  * libcuda.so.1 (or $BARECUDA_LIBCUDA), resolves every entry point of
  * BC_DRIVER_FUNCTIONS through cuGetProcAddress for the headers' CUDA_VERSION and
  * calls cuInit(0).  NVRTC is searched in the order the README gives.  Both tables
- * are filled once, under the GIL, and are read-only afterwards. */
+ * are filled once, under the GIL, and are read-only afterwards.
+ *
+ * NVRTC loads its builtins library (libnvrtc-builtins.so.<major>.<minor>) with
+ * a dlopen by soname at its first compile, which finds it only through
+ * libnvrtc's RPATH, LD_LIBRARY_PATH or the linker cache: the 13.0 pip wheel's
+ * libnvrtc has no RPATH, so with the toolkit absent every compile failed.  The
+ * loader therefore loads the builtins found next to the libnvrtc it loaded,
+ * by full path, before NVRTC's first use; glibc then answers NVRTC's own dlopen
+ * with the object already loaded (it matches loaded objects by soname). */
 #include "barecuda/loader.h"
 #include "barecuda/error.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +37,7 @@ static void *libcuda_handle;
 static void *libnvrtc_handle;
 static char libcuda_path[4096];
 static char libnvrtc_path[4096];
+static char builtins_path[4096];
 /* What the last failed attempt searched, kept so every later call says the same. */
 static char driver_failure[8192];
 static char nvrtc_failure[8192];
@@ -304,6 +315,67 @@ static const bc_libspec nvrtc_spec = {
             "\"barecuda[cu13]\"`; for CUDA 12 `nvidia-cuda-nvrtc-cu12`)",
 };
 
+/* The file an already loaded object was loaded from (from its link map). */
+static int
+loaded_from(void *h, char *out, size_t cap)
+{
+    struct link_map *map = NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &map) != 0 || map == NULL || map->l_name == NULL ||
+        map->l_name[0] == '\0')
+        return 0;
+    snprintf(out, cap, "%s", map->l_name);
+    return 1;
+}
+
+/* Keep the builtins library matching the loaded libnvrtc loaded (see the top of
+ * the file).  Never fails: without it NVRTC's own search still runs, and its
+ * compile error then names the file it could not open.  The handle is kept
+ * for the life of the process, as libnvrtc's is. */
+static void
+load_nvrtc_builtins(bc_nvrtc_table *table)
+{
+    int major = 0, minor = 0;
+    if (table->nvrtcVersion == NULL || table->nvrtcVersion(&major, &minor) != 0)
+        return;
+    char soname[64];
+    snprintf(soname, sizeof soname, "libnvrtc-builtins.so.%d.%d", major, minor);
+    void *b = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
+    if (b != NULL) { /* loaded already (by NVRTC of another user, or the host) */
+        if (!loaded_from(b, builtins_path, sizeof builtins_path))
+            snprintf(builtins_path, sizeof builtins_path, "%s", soname);
+        return;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", libnvrtc_path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return; /* loaded by soname from the system loader's search: it finds builtins too */
+    *slash = '\0';
+    char path[4096 + 80];
+    snprintf(path, sizeof path, "%s/%s", dir, soname);
+    b = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (b == NULL) {
+        /* Another naming (libnvrtc-builtins.so.13.0.88 only): any builtins of
+         * this version in the directory, the .alt variant excluded. */
+        DIR *d = opendir(dir);
+        if (d == NULL)
+            return;
+        size_t n = strlen(soname);
+        struct dirent *e;
+        while (b == NULL && (e = readdir(d)) != NULL) {
+            if (strncmp(e->d_name, soname, n) != 0 || (e->d_name[n] != '\0' &&
+                                                      e->d_name[n] != '.'))
+                continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            b = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        }
+        closedir(d);
+        if (b == NULL)
+            return;
+    }
+    snprintf(builtins_path, sizeof builtins_path, "%s", path);
+}
+
 int
 bc_loader_load_nvrtc(bc_State *st)
 {
@@ -332,6 +404,7 @@ bc_loader_load_nvrtc(bc_State *st)
         PyErr_SetString(st->Error, nvrtc_failure);
         return -1;
     }
+    load_nvrtc_builtins(&table);
     bc_nvrtc = table;
     libnvrtc_handle = h;
     bc_nvrtc_ready = 1;
@@ -393,16 +466,21 @@ bc_nvrtc_version(PyObject *m, PyObject *Py_UNUSED(ignored))
 
 PyDoc_STRVAR(loader_info_doc,
 "loader_info()\n--\n\n"
-"A dict saying what was loaded from where: 'libcuda' and 'libnvrtc' (paths or\n"
-"None) and, for a failed load, 'libcuda_error' / 'libnvrtc_error'.  Loads nothing.");
+"A dict saying what was loaded from where: 'libcuda', 'libnvrtc' and\n"
+"'libnvrtc_builtins' (NVRTC's builtins library, loaded from libnvrtc's directory\n"
+"with it; paths or None) and, for a failed load, 'libcuda_error' /\n"
+"'libnvrtc_error'; 'header_version' is the CUDA_VERSION barecuda was built with.\n"
+"Loads nothing.");
 
 static PyObject *
 bc_loader_info(PyObject *m, PyObject *Py_UNUSED(ignored))
 {
     BC_UNUSED(m);
-    return Py_BuildValue("{s:z,s:z,s:z,s:z,s:i}",
+    return Py_BuildValue("{s:z,s:z,s:z,s:z,s:z,s:i}",
                          "libcuda", bc_drv_ready ? libcuda_path : NULL,
                          "libnvrtc", bc_nvrtc_ready ? libnvrtc_path : NULL,
+                         "libnvrtc_builtins",
+                         bc_nvrtc_ready && builtins_path[0] ? builtins_path : NULL,
                          "libcuda_error", driver_failure[0] ? driver_failure : NULL,
                          "libnvrtc_error", nvrtc_failure[0] ? nvrtc_failure : NULL,
                          "header_version", CUDA_VERSION);

@@ -69,7 +69,8 @@ def test_init_validates_flags():
 
 def test_loader_info_shape():
     info = drv.loader_info()
-    assert set(info) == {"libcuda", "libnvrtc", "libcuda_error", "libnvrtc_error", "header_version"}
+    assert set(info) == {"libcuda", "libnvrtc", "libnvrtc_builtins", "libcuda_error",
+                         "libnvrtc_error", "header_version"}
     assert info["header_version"] == drv.CUDA_VERSION
     assert drv.get_version()[0] == drv.CUDA_VERSION // 1000
 
@@ -112,3 +113,17 @@ def test_autoinit_without_driver_raises_clear_error():
     r = run_python("import barecuda.autoinit", BARECUDA_LIBCUDA="/nonexistent/libcuda.so.1")
     assert r.returncode != 0
     assert "barecuda.driver.Error" in r.stderr and "/nonexistent/libcuda.so.1" in r.stderr
+
+
+def test_nvrtc_builtins_loaded_beside_nvrtc():
+    # NVRTC dlopens its builtins by soname; barecuda loads the file next to the
+    # libnvrtc it loaded first, whatever libnvrtc's RPATH says (issue 36)
+    major, minor = drv.nvrtc_version()
+    info = drv.loader_info()
+    builtins = info["libnvrtc_builtins"]
+    assert builtins is not None, info
+    name = os.path.basename(builtins)
+    assert name.startswith(f"libnvrtc-builtins.so.{major}.{minor}"), info
+    if "/" in info["libnvrtc"]:
+        assert os.path.realpath(os.path.dirname(builtins)) == \
+            os.path.realpath(os.path.dirname(info["libnvrtc"])), info

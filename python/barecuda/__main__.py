@@ -95,7 +95,16 @@ def main(argv=None, out=sys.stdout):
     except drv.Error as exc:
         out.write(f"FAILED: NVRTC could not be loaded: {exc}\n")
         return FAILED
-    out.write(f"NVRTC {major}.{minor}: {drv.loader_info()['libnvrtc']}\n")
+    info = drv.loader_info()
+    out.write(f"NVRTC {major}.{minor}: {info['libnvrtc']}\n")
+    builtins = info.get("libnvrtc_builtins")
+    out.write(f"NVRTC builtins: {builtins}\n" if builtins else
+              "NVRTC builtins: none beside libnvrtc (NVRTC looks for "
+              f"libnvrtc-builtins.so.{major}.{minor} itself)\n")
+    dirs = compiler._toolkit_include_dirs()
+    out.write("CUDA headers: " + (", ".join(dirs) if dirs else
+                                  "none found (kernels can include barecuda's own only)")
+              + "\n")
     out.write(f"kernel cache: {compiler.get_cache_dir() or 'off'}\n")
 
     try:

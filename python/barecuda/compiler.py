@@ -149,13 +149,30 @@ def _toolkit_include():
     return _once["toolkit"]
 
 
+# NVIDIA's CUDA 12 wheels install each component in its own directory under
+# site-packages/nvidia/ (CUDA 13's share nvidia/cu13/include): the headers a kernel
+# may include beside the runtime's, <curand_kernel.h> and <cuda/std/...>.
+_WHEEL_COMPANIONS = ("curand", "cuda_cccl")
+
+
 def _toolkit_dirs(toolkit):
     """The toolkit's include directory and, when there, its CCCL directory
-    (<cuda/std/...>, which CUDA 13's <curand_kernel.h> includes under NVRTC)."""
+    (<cuda/std/...>, which CUDA 13's <curand_kernel.h> includes under NVRTC).
+    For a CUDA 12 wheel's include directory (nvidia/cuda_runtime/include), the
+    include directories of the cuRAND and CCCL wheels beside it as well."""
     if not toolkit:
         return []
+    dirs = [toolkit]
     cccl = os.path.join(toolkit, "cccl")
-    return [toolkit, cccl] if os.path.isdir(os.path.join(cccl, "cuda")) else [toolkit]
+    if os.path.isdir(os.path.join(cccl, "cuda")):
+        dirs.append(cccl)
+    parent = os.path.dirname(os.path.dirname(toolkit))
+    if os.path.basename(parent) == "nvidia":
+        for sub in _WHEEL_COMPANIONS:
+            inc = os.path.join(parent, sub, "include")
+            if inc != toolkit and os.path.isdir(inc):
+                dirs.append(inc)
+    return dirs
 
 
 def _toolkit_include_dirs():
