@@ -74,6 +74,7 @@ static unsigned long long next_ptr = 0x7f0000000000ULL;
 static CUresult f_alloc(CUdeviceptr *p, size_t n) { *p = next_ptr; next_ptr += (n + 255) / 256 * 256; return 0; }
 static CUresult f_ptrattr(void *d, CUpointer_attribute a, CUdeviceptr p) { (void)d; (void)a; (void)p; return CUDA_ERROR_NOT_SUPPORTED; }
 static CUresult f_streamcreate(CUstream *s, unsigned f) { (void)f; static long k = 0x3000; *s = (CUstream)(k++); return 0; }
+static CUresult f_streamcreatep(CUstream *s, unsigned f, int p) { (void)p; return f_streamcreate(s, f); }
 static struct {
     unsigned long long count;
     unsigned int dims[7];
@@ -125,7 +126,8 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuModuleGetFunction", f_getfn}, {"cuFuncGetParamInfo", f_paraminfo},
     {"cuFuncGetAttribute", f_fnattr}, {"cuMemAlloc", f_alloc}, {"cuMemFree", ok},
     {"cuPointerGetAttribute", f_ptrattr},
-    {"cuStreamCreate", f_streamcreate}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
+    {"cuStreamCreate", f_streamcreate},
+    {"cuStreamCreateWithPriority", f_streamcreatep}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
     {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", ok},
     {"cuEventSynchronize", ok}, {"cuEventDestroy", ok}, {"cuEventElapsedTime", f_elapsed},
 };
