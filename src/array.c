@@ -230,7 +230,7 @@ set_flags_field(PyObject *value, CUDA_ARRAY3D_DESCRIPTOR *d)
 static PyObject *
 descriptor_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = (bc_State *)PyType_GetModuleState(tp);
+    bc_State *st = (bc_State *)bc_state_of_type(tp);
     int is3d = tp == (PyTypeObject *)st->ArrayDescriptor3DType;
     static char *kw2[] = {"width", "height", "format", "num_channels", NULL};
     static char *kw3[] = {"width", "height", "depth", "format", "num_channels", "flags", NULL};
@@ -439,7 +439,7 @@ bc_array_convert(bc_State *st, PyObject *obj)
 static PyObject *
 array_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = (bc_State *)PyType_GetModuleState(tp);
+    bc_State *st = (bc_State *)bc_state_of_type(tp);
     static char *kwlist[] = {"descriptor", NULL};
     PyObject *desc;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Array", kwlist, &desc))

@@ -500,7 +500,7 @@ context_push(bc_Context *self, PyObject *Py_UNUSED(ignored))
 static bc_State *
 type_state(PyObject *type)
 {
-    return PyType_GetModuleState((PyTypeObject *)type);
+    return bc_state_of_type((PyTypeObject *)type);
 }
 
 PyDoc_STRVAR(pop_doc,
@@ -663,7 +663,8 @@ context_set_cache_config(PyObject *type, PyObject *arg)
 }
 
 PyDoc_STRVAR(get_cache_config_doc,
-"get_cache_config($type)\n--\n\nPreferred L1/shared split of the current context (static).");
+"get_cache_config($type)\n--\n\n"
+"Preferred L1/shared split of the current context (static): a func_cache member.");
 
 static PyObject *
 context_get_cache_config(PyObject *type, PyObject *Py_UNUSED(ignored))
@@ -672,7 +673,7 @@ context_get_cache_config(PyObject *type, PyObject *Py_UNUSED(ignored))
     CUfunc_cache cfg;
     if (bc_check(st, bc_drv.cuCtxGetCacheConfig(&cfg), "cuCtxGetCacheConfig") < 0)
         return NULL;
-    return PyLong_FromLong((long)cfg);
+    return bc_driver_enum(st, "func_cache", (unsigned long)cfg);
 }
 
 PyDoc_STRVAR(enable_peer_access_doc,
@@ -915,7 +916,7 @@ static PyType_Slot context_slots[] = {
 static PyType_Spec context_spec = {
     .name = "barecuda.driver.Context",
     .basicsize = sizeof(bc_Context),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
              Py_TPFLAGS_HAVE_GC,
     .slots = context_slots,
 };

@@ -519,7 +519,7 @@ static PyType_Slot module_slots[] = {
 static PyType_Spec module_spec = {
     .name = "barecuda.driver.Module",
     .basicsize = sizeof(bc_Module),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = module_slots,
 };
@@ -611,7 +611,7 @@ static PyType_Slot global_slots[] = {
 static PyType_Spec global_spec = {
     .name = "barecuda.driver.ModuleGlobal",
     .basicsize = sizeof(bc_ModuleGlobal),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = global_slots,
 };

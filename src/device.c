@@ -20,49 +20,100 @@ bc_device_new(bc_State *st, CUdevice dev)
     return (PyObject *)self;
 }
 
-static PyObject *
-device_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+/* The CUdevice that Device(ordinal) names (0), or -1 with an exception. */
+static int
+device_resolve(bc_State *st, PyObject *args, PyObject *kwargs, CUdevice *out)
 {
-    bc_State *st = PyType_GetModuleState(type);
     PyObject *which;
     static char *kwlist[] = {"ordinal", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Device", kwlist, &which))
-        return NULL;
-    BC_REQUIRE_DRIVER(st, NULL);
+        return -1;
+    BC_REQUIRE_DRIVER(st, -1);
     CUdevice dev;
     if (PyUnicode_Check(which)) {
         const char *bus = PyUnicode_AsUTF8(which);
         if (bus == NULL)
-            return NULL;
+            return -1;
         CUresult rc = bc_drv.cuDeviceGetByPCIBusId(&dev, bus);
         if (rc != CUDA_SUCCESS) {
             if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_INVALID_DEVICE)
                 return bc_error_logic(st, "Device(%R): no device has this PCI bus id", which),
-                       NULL;
-            return bc_error_raise(st, rc, "cuDeviceGetByPCIBusId"), NULL;
+                       -1;
+            return bc_error_raise(st, rc, "cuDeviceGetByPCIBusId"), -1;
         }
-        return bc_device_new(st, dev);
+        *out = dev;
+        return 0;
     }
     if (!PyLong_Check(which) || PyBool_Check(which)) {
         PyErr_Format(PyExc_TypeError,
                      "Device() takes an int ordinal or a PCI bus id string, not %.100s",
                      Py_TYPE(which)->tp_name);
-        return NULL;
+        return -1;
     }
     int count = 0;
     if (bc_check(st, bc_drv.cuDeviceGetCount(&count), "cuDeviceGetCount") < 0)
-        return NULL;
+        return -1;
     int overflow = 0;
     long ordinal = PyLong_AsLongAndOverflow(which, &overflow);
     if (ordinal == -1 && PyErr_Occurred())
-        return NULL;
+        return -1;
     if (overflow || ordinal < 0 || ordinal >= count)
         return bc_error_logic(st, "Device(%R): ordinal out of range (%d device%s present)",
                               which, count, count == 1 ? "" : "s"),
-               NULL;
+               -1;
     if (bc_check(st, bc_drv.cuDeviceGet(&dev, (int)ordinal), "cuDeviceGet") < 0)
+        return -1;
+    *out = dev;
+    return 0;
+}
+
+/* Device(ordinal) builds the device in __new__.  A subclass (PyCUDA's classes
+ * are Boost.Python ones, built in __init__, so a subclass's own __init__ may take
+ * other arguments and call Device.__init__(self, ordinal)) gets an unset device
+ * from __new__, whatever the arguments, and Device.__init__ sets it. */
+static PyObject *
+device_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(type);
+    if (st == NULL)
+        return NULL;
+    if (type != (PyTypeObject *)st->DeviceType) {
+        bc_Device *self = (bc_Device *)type->tp_alloc(type, 0);
+        if (self != NULL)
+            self->handle = BC_DEVICE_UNSET;
+        return (PyObject *)self;
+    }
+    CUdevice dev;
+    if (device_resolve(st, args, kwargs, &dev) < 0)
         return NULL;
     return bc_device_new(st, dev);
+}
+
+static int
+device_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->DeviceType))
+        return 0; /* built by __new__ from the same arguments */
+    bc_Device *d = (bc_Device *)self;
+    if (d->handle != BC_DEVICE_UNSET) {
+        PyErr_Format(PyExc_TypeError, "Device.__init__() called twice on this %.100s",
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    return device_resolve(st, args, kwargs, &d->handle);
+}
+
+/* 0, or -1 with LogicError for a subclass's device whose __init__ never called
+ * Device.__init__. */
+static int
+device_ready(bc_State *st, bc_Device *self)
+{
+    if (self->handle != BC_DEVICE_UNSET)
+        return 0;
+    bc_error_logic(st, "this %.100s was not initialised: its __init__ must call "
+                       "Device.__init__(self, ordinal)", Py_TYPE(self)->tp_name);
+    return -1;
 }
 
 static void
@@ -91,7 +142,9 @@ device_hash(bc_Device *self)
 static PyObject *
 device_richcompare(PyObject *a, PyObject *b, int op)
 {
-    if (Py_TYPE(a) != Py_TYPE(b) || (op != Py_EQ && op != Py_NE))
+    /* PyCUDA compares handles: a subclass's device equals the base's */
+    bc_State *st = bc_state_of(a);
+    if (!PyObject_TypeCheck(b, (PyTypeObject *)st->DeviceType) || (op != Py_EQ && op != Py_NE))
         Py_RETURN_NOTIMPLEMENTED;
     int eq = ((bc_Device *)a)->handle == ((bc_Device *)b)->handle;
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
@@ -100,6 +153,8 @@ device_richcompare(PyObject *a, PyObject *b, int op)
 static int
 get_attribute(bc_State *st, bc_Device *self, int attr, int *value)
 {
+    if (device_ready(st, self) < 0)
+        return -1;
     return bc_check(st, bc_drv.cuDeviceGetAttribute(value, (CUdevice_attribute)attr, self->handle),
                     "cuDeviceGetAttribute");
 }
@@ -112,7 +167,7 @@ PyDoc_STRVAR(count_doc,
 static PyObject *
 device_count(PyObject *type, PyObject *Py_UNUSED(ignored))
 {
-    bc_State *st = PyType_GetModuleState((PyTypeObject *)type);
+    bc_State *st = bc_state_of_type((PyTypeObject *)type);
     BC_REQUIRE_DRIVER(st, NULL);
     int n = 0;
     if (bc_check(st, bc_drv.cuDeviceGetCount(&n), "cuDeviceGetCount") < 0)
@@ -126,6 +181,8 @@ static PyObject *
 device_name(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
     char name[256];
     if (bc_check(st, bc_drv.cuDeviceGetName(name, sizeof name, self->handle), "cuDeviceGetName") < 0)
         return NULL;
@@ -138,6 +195,8 @@ static PyObject *
 device_compute_capability(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
     int major, minor;
     if (get_attribute(st, self, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major) < 0 ||
         get_attribute(st, self, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor) < 0)
@@ -151,6 +210,8 @@ static PyObject *
 device_total_memory(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
     size_t bytes;
     if (bc_check(st, bc_drv.cuDeviceTotalMem(&bytes, self->handle), "cuDeviceTotalMem") < 0)
         return NULL;
@@ -163,6 +224,8 @@ static PyObject *
 device_pci_bus_id(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
     char bus[64];
     if (bc_check(st, bc_drv.cuDeviceGetPCIBusId(bus, sizeof bus, self->handle),
                  "cuDeviceGetPCIBusId") < 0)
@@ -174,6 +237,8 @@ static PyObject *
 device_uuid(bc_Device *self, void *Py_UNUSED(closure))
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
     CUuuid id;
     if (bc_check(st, bc_drv.cuDeviceGetUuid(&id, self->handle), "cuDeviceGetUuid") < 0)
         return NULL;
@@ -234,6 +299,8 @@ static PyObject *
 device_get_attribute(bc_Device *self, PyObject *arg)
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
     int attr, value;
     if (attribute_arg(arg, &attr) < 0 || get_attribute(st, self, attr, &value) < 0)
         return NULL;
@@ -249,8 +316,12 @@ static PyObject *
 device_get_attributes(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    PyObject *enum_cls = bc_driver_attr(st, "device_attribute");
-    if (enum_cls == NULL)
+    if (device_ready(st, self) < 0)
+        return NULL;
+    /* Keys are device_attribute members when barecuda.driver registered its enum
+     * factory (PyCUDA's keys, whose str() is the name), plain ints otherwise. */
+    PyObject *enum_cls = bc_enum_class(st, "device_attribute");
+    if (enum_cls == NULL && PyErr_Occurred())
         return NULL;
     PyObject *out = PyDict_New();
     for (const bc_enum_member *e = bc_enum_device_attribute; out && e->name; e++) {
@@ -259,14 +330,15 @@ device_get_attributes(bc_Device *self, PyObject *Py_UNUSED(ignored))
             bc_drv.cuDeviceGetAttribute(&value, (CUdevice_attribute)e->value, self->handle) !=
                 CUDA_SUCCESS)
             continue;
-        PyObject *key = PyObject_CallFunction(enum_cls, "L", e->value);
+        PyObject *key = enum_cls ? PyObject_CallFunction(enum_cls, "L", e->value)
+                                 : PyLong_FromLongLong(e->value);
         PyObject *val = PyLong_FromLong(value);
         if (key == NULL || val == NULL || PyDict_SetItem(out, key, val) < 0)
             Py_CLEAR(out);
         Py_XDECREF(key);
         Py_XDECREF(val);
     }
-    Py_DECREF(enum_cls);
+    Py_XDECREF(enum_cls);
     return out;
 }
 
@@ -277,7 +349,12 @@ static PyObject *
 device_can_access_peer(bc_Device *self, PyObject *other)
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    if (Py_TYPE(other) != (PyTypeObject *)st->DeviceType) {
+    if (device_ready(st, self) < 0)
+        return NULL;
+    if (device_ready(st, self) < 0)
+        return NULL;
+    if (!PyObject_TypeCheck(other, (PyTypeObject *)st->DeviceType) ||
+        device_ready(st, (bc_Device *)other) < 0) {
         PyErr_Format(PyExc_TypeError, "can_access_peer() takes a Device, not %.100s",
                      Py_TYPE(other)->tp_name);
         return NULL;
@@ -298,7 +375,10 @@ PyDoc_STRVAR(retain_primary_context_doc,
 static PyObject *
 device_retain_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
-    return bc_context_retain_primary(bc_state_of((PyObject *)self), self->handle);
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
+    return bc_context_retain_primary(st, self->handle);
 }
 
 PyDoc_STRVAR(reset_primary_context_doc,
@@ -313,7 +393,10 @@ PyDoc_STRVAR(reset_primary_context_doc,
 static PyObject *
 device_reset_primary_context(bc_Device *self, PyObject *Py_UNUSED(ignored))
 {
-    return bc_context_reset_primary(bc_state_of((PyObject *)self), self->handle);
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
+    return bc_context_reset_primary(st, self->handle);
 }
 
 PyDoc_STRVAR(make_context_doc,
@@ -329,7 +412,10 @@ device_make_context(bc_Device *self, PyObject *args, PyObject *kwargs)
     unsigned int flags = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|I:make_context", kwlist, &flags))
         return NULL;
-    return bc_context_create(bc_state_of((PyObject *)self), self->handle, flags);
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (device_ready(st, self) < 0)
+        return NULL;
+    return bc_context_create(st, self->handle, flags);
 }
 
 /* dev.multiprocessor_count -> cuDeviceGetAttribute(MULTIPROCESSOR_COUNT). */
@@ -397,6 +483,7 @@ PyDoc_STRVAR(device_doc,
 
 static PyType_Slot device_slots[] = {
     {Py_tp_new, device_new},
+    {Py_tp_init, device_init},
     {Py_tp_dealloc, device_dealloc},
     {Py_tp_repr, device_repr},
     {Py_tp_hash, device_hash},
@@ -411,7 +498,7 @@ static PyType_Slot device_slots[] = {
 static PyType_Spec device_spec = {
     .name = "barecuda.driver.Device",
     .basicsize = sizeof(bc_Device),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
     .slots = device_slots,
 };
 

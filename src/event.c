@@ -17,14 +17,17 @@ static int
 event_usable(bc_State *st, bc_Event *e)
 {
     if (e->handle == NULL)
-        return bc_error_logic(st, "this Event was closed");
+        return e->owned < 0 ? bc_error_logic(st, "this %.100s was not initialised: its __init__ "
+                                                 "must call Event.__init__(self, flags)",
+                                             Py_TYPE(e)->tp_name)
+                            : bc_error_logic(st, "this Event was closed");
     return bc_context_check_alive(st, e->ctx, "this Event");
 }
 
 static bc_Event *
 event_check(bc_State *st, PyObject *obj, const char *what)
 {
-    if (Py_TYPE(obj) != (PyTypeObject *)st->EventType) {
+    if (!PyObject_TypeCheck(obj, (PyTypeObject *)st->EventType)) {
         PyErr_Format(PyExc_TypeError, "%s must be an Event, not %.100s", what,
                      Py_TYPE(obj)->tp_name);
         return NULL;
@@ -36,49 +39,93 @@ event_check(bc_State *st, PyObject *obj, const char *what)
 static PyObject *
 event_wrap(bc_State *st, PyTypeObject *type, CUevent handle, bc_Context *ctx)
 {
-    bc_Event *self = PyObject_GC_New(bc_Event, type);
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
+    bc_Event *self = (bc_Event *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->handle = handle;
     self->ctx = (bc_Context *)Py_NewRef(ctx);
     self->owned = 1;
-    self->weakreflist = NULL;
-    PyObject_GC_Track(self);
     BC_UNUSED(st);
     return (PyObject *)self;
 }
 
-static PyObject *
-event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+/* Parse Event's arguments and create the CUevent in the current context:
+ * 0 with *h and a new reference *ctx, or -1. */
+static int
+event_create(bc_State *st, PyObject *args, PyObject *kwargs, CUevent *h, bc_Context **ctx)
 {
-    bc_State *st = PyType_GetModuleState(type);
     static char *kwlist[] = {"flags", NULL};
     PyObject *flags_obj = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Event", kwlist, &flags_obj))
-        return NULL;
+        return -1;
     unsigned int flags = 0;
     if (flags_obj != NULL &&
         bc_arg_flags(flags_obj, "Event(): flags",
                      CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS,
                      &flags) < 0)
-        return NULL;
+        return -1;
     if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) {
         PyErr_SetString(PyExc_ValueError,
                         "Event(): INTERPROCESS events need event_flags.DISABLE_TIMING too");
-        return NULL;
+        return -1;
     }
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
+    *ctx = bc_context_current(st);
+    if (*ctx == NULL)
+        return -1;
+    if (bc_check(st, bc_drv.cuEventCreate(h, flags), "cuEventCreate") < 0) {
+        Py_CLEAR(*ctx);
+        return -1;
+    }
+    return 0;
+}
+
+/* Event(flags) creates the event in __new__.  A subclass (PyCUDA's classes are
+ * built in __init__, so its own __init__ may take other arguments) gets an unset
+ * event from __new__ and Event.__init__ creates it. */
+static PyObject *
+event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(type);
+    if (st == NULL)
         return NULL;
+    if (type != (PyTypeObject *)st->EventType) {
+        bc_Event *self = (bc_Event *)type->tp_alloc(type, 0);
+        if (self != NULL)
+            self->owned = -1; /* unset: handle NULL until __init__ */
+        return (PyObject *)self;
+    }
     CUevent h;
-    PyObject *out = NULL;
-    if (bc_check(st, bc_drv.cuEventCreate(&h, flags), "cuEventCreate") == 0) {
-        out = event_wrap(st, type, h, ctx);
-        if (out == NULL)
-            bc_drv.cuEventDestroy(h);
-    }
+    bc_Context *ctx;
+    if (event_create(st, args, kwargs, &h, &ctx) < 0)
+        return NULL;
+    PyObject *out = event_wrap(st, type, h, ctx);
+    if (out == NULL)
+        bc_drv.cuEventDestroy(h);
     Py_DECREF(ctx);
     return out;
+}
+
+static int
+event_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->EventType))
+        return 0; /* created by __new__ from the same arguments */
+    bc_Event *e = (bc_Event *)self;
+    if (e->owned >= 0) {
+        PyErr_Format(PyExc_TypeError, "Event.__init__() called twice on this %.100s",
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    CUevent h;
+    bc_Context *ctx;
+    if (event_create(st, args, kwargs, &h, &ctx) < 0)
+        return -1;
+    e->handle = h;
+    e->ctx = ctx;
+    e->owned = 1;
+    return 0;
 }
 
 static CUresult
@@ -251,7 +298,7 @@ PyDoc_STRVAR(from_ipc_handle_doc,
 static PyObject *
 event_from_ipc_handle(PyObject *type, PyObject *arg)
 {
-    bc_State *st = PyType_GetModuleState((PyTypeObject *)type);
+    bc_State *st = bc_state_of_type((PyTypeObject *)type);
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_CONTIG_RO) < 0)
         return NULL;
@@ -343,6 +390,7 @@ PyDoc_STRVAR(event_doc,
 
 static PyType_Slot event_slots[] = {
     {Py_tp_new, event_new},
+    {Py_tp_init, event_init},
     {Py_tp_dealloc, event_dealloc},
     {Py_tp_traverse, event_traverse},
     {Py_tp_repr, event_repr},
@@ -356,7 +404,8 @@ static PyType_Slot event_slots[] = {
 static PyType_Spec event_spec = {
     .name = "barecuda.driver.Event",
     .basicsize = sizeof(bc_Event),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = event_slots,
 };
 

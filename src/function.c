@@ -1178,7 +1178,7 @@ static PyType_Slot function_slots[] = {
 static PyType_Spec function_spec = {
     .name = "barecuda.driver.Function",
     .basicsize = sizeof(bc_Function),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_HAVE_VECTORCALL,
     .slots = function_slots,
 };

@@ -149,7 +149,7 @@ hot_dealloc(PyObject *self)
 static PyObject *
 hot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = PyType_GetModuleState(type);
+    bc_State *st = bc_state_of_type(type);
     static char *kwlist[] = {"ctx", "first", "other", "extra", "block", "per", "workspace", NULL};
     PyObject *ctx, *first, *other, *ws = Py_None;
     Py_ssize_t extra, block, per;
@@ -385,7 +385,7 @@ static PyObject *optable_vectorcall(PyObject *, PyObject *const *, size_t, PyObj
 static PyObject *
 optable_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = PyType_GetModuleState(type);
+    bc_State *st = bc_state_of_type(type);
     static char *kwlist[] = {"cls", "kind", "name", NULL};
     PyObject *cls, *name;
     const char *kind;

@@ -232,7 +232,7 @@ static PyType_Slot graph_slots[] = {
 static PyType_Spec graph_spec = {
     .name = "barecuda.driver.Graph",
     .basicsize = sizeof(bc_Graph),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = graph_slots,
 };
@@ -376,7 +376,7 @@ static PyType_Slot exec_slots[] = {
 static PyType_Spec exec_spec = {
     .name = "barecuda.driver.GraphExec",
     .basicsize = sizeof(bc_GraphExec),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = exec_slots,
 };

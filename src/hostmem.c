@@ -363,7 +363,7 @@ static PyType_Slot host_slots[] = {
 static PyType_Spec host_spec = {
     .name = "barecuda.driver.HostAllocation",
     .basicsize = sizeof(bc_HostAllocation),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = host_slots,
 };
@@ -763,7 +763,7 @@ static PyType_Slot registered_slots[] = {
 static PyType_Spec registered_spec = {
     .name = "barecuda.driver.RegisteredHostMemory",
     .basicsize = sizeof(bc_RegisteredHostMemory),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = registered_slots,
 };

@@ -134,7 +134,7 @@ input_type_arg(PyObject *obj, CUjitInputType *out)
 static PyObject *
 linker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = PyType_GetModuleState(type);
+    bc_State *st = bc_state_of_type(type);
     static char *kwlist[] = {"message_handler", "options", "log_verbose", NULL};
     PyObject *handler = Py_None, *options = Py_None;
     int verbose = 0;

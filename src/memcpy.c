@@ -588,7 +588,7 @@ end_clear(copy_end *e)
 static PyObject *
 memcpy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = PyType_GetModuleState(type);
+    bc_State *st = bc_state_of_type(type);
     if ((args && PyTuple_GET_SIZE(args)) || (kwargs && PyDict_GET_SIZE(kwargs))) {
         PyErr_SetString(PyExc_TypeError, "this copy descriptor takes no arguments");
         return NULL;

@@ -175,7 +175,7 @@ device_of(bc_State *st, PyObject *obj, CUdevice *out)
         Py_DECREF(ctx);
         return 0;
     }
-    if (Py_TYPE(obj) == (PyTypeObject *)st->DeviceType) {
+    if (PyObject_TypeCheck(obj, (PyTypeObject *)st->DeviceType)) {
         *out = ((bc_Device *)obj)->handle;
         return 0;
     }
@@ -604,7 +604,7 @@ static PyType_Slot allocation_slots[] = {
 static PyType_Spec allocation_spec = {
     .name = "barecuda.driver.DeviceAllocation",
     .basicsize = sizeof(bc_DeviceAllocation),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = allocation_slots,
 };
@@ -660,7 +660,7 @@ PyDoc_STRVAR(mempool_default_doc,
 static PyObject *
 mempool_default(PyObject *type, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = PyType_GetModuleState((PyTypeObject *)type);
+    bc_State *st = bc_state_of_type((PyTypeObject *)type);
     static char *kwlist[] = {"device", NULL};
     PyObject *device = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:default", kwlist, &device))
@@ -837,7 +837,7 @@ static PyType_Slot mempool_slots[] = {
 static PyType_Spec mempool_spec = {
     .name = "barecuda.driver.MemPool",
     .basicsize = sizeof(bc_MemPool),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
              Py_TPFLAGS_HAVE_GC,
     .slots = mempool_slots,
 };
@@ -951,7 +951,7 @@ bc_ipc_check_foreign(bc_State *st, const char *data, Py_ssize_t len, const char 
 static PyObject *
 ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = PyType_GetModuleState(type);
+    bc_State *st = bc_state_of_type(type);
     static char *kwlist[] = {"handle", "flags", NULL};
     PyObject *handle, *oflags = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:IPCMemoryHandle", kwlist, &handle, &oflags))
@@ -1195,7 +1195,7 @@ static PyType_Slot pooled_slots[] = {
 static PyType_Spec pooled_spec = {
     .name = "barecuda.driver.PooledDeviceAllocation",
     .basicsize = sizeof(bc_PooledAllocation),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = pooled_slots,
 };
@@ -1333,7 +1333,7 @@ static PyType_Slot managed_slots[] = {
 static PyType_Spec managed_spec = {
     .name = "barecuda.driver.ManagedAllocation",
     .basicsize = sizeof(bc_DeviceAllocation),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = managed_slots,
 };

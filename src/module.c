@@ -10,22 +10,29 @@
 #include "barecuda/state.h"
 
 PyObject *
-bc_driver_attr(bc_State *st, const char *name)
+bc_enum_class(bc_State *st, const char *name)
 {
-    if (st->driver_module == NULL) {
-        st->driver_module = PyImport_ImportModule("barecuda.driver");
-        if (st->driver_module == NULL)
-            return NULL;
+    if (st->enum_factory == NULL)
+        return NULL;
+    if (st->enum_classes == NULL && (st->enum_classes = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *cls = PyDict_GetItemString(st->enum_classes, name); /* borrowed */
+    if (cls != NULL)
+        return Py_NewRef(cls);
+    cls = PyObject_CallFunction(st->enum_factory, "s", name);
+    if (cls == NULL || PyDict_SetItemString(st->enum_classes, name, cls) < 0) {
+        Py_XDECREF(cls);
+        return NULL;
     }
-    return PyObject_GetAttrString(st->driver_module, name);
+    return cls;
 }
 
 PyObject *
 bc_driver_enum(bc_State *st, const char *enum_name, unsigned long value)
 {
-    PyObject *cls = bc_driver_attr(st, enum_name);
+    PyObject *cls = bc_enum_class(st, enum_name);
     if (cls == NULL)
-        return NULL;
+        return PyErr_Occurred() ? NULL : PyLong_FromUnsignedLong(value);
     PyObject *out = PyObject_CallFunction(cls, "k", value);
     Py_DECREF(cls);
     if (out == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
@@ -34,6 +41,31 @@ bc_driver_enum(bc_State *st, const char *enum_name, unsigned long value)
     }
     return out;
 }
+
+PyDoc_STRVAR(set_enum_factory_doc,
+"_set_enum_factory(factory)\n--\n\n"
+"Register `factory(name) -> enum class` (barecuda.driver does at its import): values\n"
+"of header enums that _driver hands out (Device.get_attributes() keys, ...) are then\n"
+"members of those classes.  None unregisters it (plain ints again).");
+
+static PyObject *
+set_enum_factory(PyObject *m, PyObject *factory)
+{
+    bc_State *st = bc_state_from_module(m);
+    if (factory != Py_None && !PyCallable_Check(factory)) {
+        PyErr_Format(PyExc_TypeError, "_set_enum_factory() needs a callable or None, not %.100s",
+                     Py_TYPE(factory)->tp_name);
+        return NULL;
+    }
+    Py_CLEAR(st->enum_classes);
+    Py_XSETREF(st->enum_factory, factory == Py_None ? NULL : Py_NewRef(factory));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_functions[] = {
+    {"_set_enum_factory", (PyCFunction)set_enum_factory, METH_O, set_enum_factory_doc},
+    {NULL, NULL, 0, NULL},
+};
 
 int
 bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot)
@@ -94,7 +126,8 @@ bc_exec(PyObject *m)
     for (size_t i = 0; i < BC_COUNT(setups); i++)
         if (setups[i](m, st) < 0)
             return -1;
-    if (PyModule_AddIntConstant(m, "CUDA_VERSION", CUDA_VERSION) < 0)
+    if (PyModule_AddFunctions(m, module_functions) < 0 ||
+        PyModule_AddIntConstant(m, "CUDA_VERSION", CUDA_VERSION) < 0)
         return -1;
     return 0;
 }

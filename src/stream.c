@@ -14,14 +14,18 @@
 bc_Stream *
 bc_stream_check(bc_State *st, PyObject *obj)
 {
-    return Py_TYPE(obj) == (PyTypeObject *)st->StreamType ? (bc_Stream *)obj : NULL;
+    /* exact type first (the launch path's common case), then subclasses */
+    return PyObject_TypeCheck(obj, (PyTypeObject *)st->StreamType) ? (bc_Stream *)obj : NULL;
 }
 
 static int
 stream_usable(bc_State *st, bc_Stream *s)
 {
     if (s->handle == NULL && s->owned)
-        return bc_error_logic(st, "this Stream was closed");
+        return s->owned < 0 ? bc_error_logic(st, "this %.100s was not initialised: its __init__ "
+                                                 "must call Stream.__init__(self, flags)",
+                                             Py_TYPE(s)->tp_name)
+                            : bc_error_logic(st, "this Stream was closed");
     return bc_context_check_alive(st, s->ctx, "this Stream");
 }
 
@@ -161,29 +165,52 @@ bc_stream_let_go_kept(bc_Context *ctx)
     Py_XDECREF(list);
 }
 
-static PyObject *
-stream_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+/* Parse Stream's arguments and create the CUstream in the current context:
+ * 0 with *handle and a new reference *ctx, or -1. */
+static int
+stream_create(bc_State *st, PyObject *args, PyObject *kwargs, CUstream *handle, bc_Context **ctx)
 {
-    bc_State *st = PyType_GetModuleState(type);
     static char *kwlist[] = {"flags", "priority", NULL};
     unsigned int flags = 0;
     int priority = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Ii:Stream", kwlist, &flags, &priority))
-        return NULL;
+        return -1;
     if (flags & ~(unsigned int)CU_STREAM_NON_BLOCKING) {
         PyErr_Format(PyExc_ValueError, "Stream(): unknown flags 0x%x (stream_flags.DEFAULT or "
                                        "NON_BLOCKING)", flags);
-        return NULL;
+        return -1;
     }
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return NULL;
-    CUstream handle;
-    if (bc_check(st, bc_drv.cuStreamCreateWithPriority(&handle, flags, priority),
+    *ctx = bc_context_current(st);
+    if (*ctx == NULL)
+        return -1;
+    if (bc_check(st, bc_drv.cuStreamCreateWithPriority(handle, flags, priority),
                  "cuStreamCreateWithPriority") < 0) {
-        Py_DECREF(ctx);
-        return NULL;
+        Py_CLEAR(*ctx);
+        return -1;
     }
+    return 0;
+}
+
+/* Stream(flags, priority) creates the stream in __new__.  A subclass (PyCUDA's
+ * classes are built in __init__, so its own __init__ may take other arguments)
+ * gets an unset stream from __new__ (owned -1, no handle) and Stream.__init__
+ * creates it. */
+static PyObject *
+stream_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(type);
+    if (st == NULL)
+        return NULL;
+    if (type != (PyTypeObject *)st->StreamType) {
+        bc_Stream *self = (bc_Stream *)type->tp_alloc(type, 0);
+        if (self != NULL)
+            self->owned = -1;
+        return (PyObject *)self;
+    }
+    CUstream handle;
+    bc_Context *ctx;
+    if (stream_create(st, args, kwargs, &handle, &ctx) < 0)
+        return NULL;
     bc_Stream *self = PyObject_GC_New(bc_Stream, type);
     if (self == NULL) {
         bc_drv.cuStreamDestroy(handle);
@@ -198,6 +225,28 @@ stream_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
+}
+
+static int
+stream_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->StreamType))
+        return 0; /* created by __new__ from the same arguments */
+    bc_Stream *s = (bc_Stream *)self;
+    if (s->owned >= 0) {
+        PyErr_Format(PyExc_TypeError, "Stream.__init__() called twice on this %.100s",
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    CUstream handle;
+    bc_Context *ctx;
+    if (stream_create(st, args, kwargs, &handle, &ctx) < 0)
+        return -1;
+    s->handle = handle;
+    s->ctx = ctx;
+    s->owned = 1;
+    return 0;
 }
 
 static CUresult
@@ -325,7 +374,7 @@ static PyObject *
 stream_wait_for_event(bc_Stream *self, PyObject *evt)
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    if (Py_TYPE(evt) != (PyTypeObject *)st->EventType) {
+    if (!PyObject_TypeCheck(evt, (PyTypeObject *)st->EventType)) {
         PyErr_Format(PyExc_TypeError, "wait_for_event(): expected an Event, not %.100s",
                      Py_TYPE(evt)->tp_name);
         return NULL;
@@ -469,7 +518,7 @@ PyDoc_STRVAR(from_handle_doc,
 static PyObject *
 stream_from_handle(PyObject *type, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = PyType_GetModuleState((PyTypeObject *)type);
+    bc_State *st = bc_state_of_type((PyTypeObject *)type);
     static char *kwlist[] = {"handle", "owner", NULL};
     PyObject *h, *owner = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:from_handle", kwlist, &h, &owner))
@@ -490,7 +539,8 @@ stream_from_handle(PyObject *type, PyObject *args, PyObject *kwargs)
         if (ctx == NULL)
             return NULL;
     }
-    bc_Stream *self = PyObject_GC_New(bc_Stream, (PyTypeObject *)type);
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
+    bc_Stream *self = (bc_Stream *)((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
     if (self == NULL) {
         Py_XDECREF(ctx);
         return NULL;
@@ -498,10 +548,7 @@ stream_from_handle(PyObject *type, PyObject *args, PyObject *kwargs)
     self->handle = (CUstream)p;
     self->ctx = ctx;
     self->owner = owner && owner != Py_None ? Py_NewRef(owner) : NULL;
-    self->keep = NULL;
     self->owned = 0;
-    self->weakreflist = NULL;
-    PyObject_GC_Track(self);
     return (PyObject *)self;
 }
 
@@ -558,7 +605,8 @@ stream_repr(bc_Stream *self)
 {
     return PyUnicode_FromFormat("<barecuda.driver.Stream %p%s%s>", (void *)self->handle,
                                 self->owned ? "" : " (borrowed)",
-                                self->owned && self->handle == NULL ? " (closed)" : "");
+                                self->owned < 0 ? " (not initialised)"
+                                : self->owned && self->handle == NULL ? " (closed)" : "");
 }
 
 static PyObject *
@@ -608,6 +656,7 @@ PyDoc_STRVAR(stream_doc,
 
 static PyType_Slot stream_slots[] = {
     {Py_tp_new, stream_new},
+    {Py_tp_init, stream_init},
     {Py_tp_dealloc, stream_dealloc},
     {Py_tp_traverse, stream_traverse},
     {Py_tp_clear, stream_clear},
@@ -624,7 +673,8 @@ static PyType_Slot stream_slots[] = {
 static PyType_Spec stream_spec = {
     .name = "barecuda.driver.Stream",
     .basicsize = sizeof(bc_Stream),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = stream_slots,
 };
 

@@ -353,7 +353,7 @@ PyDoc_STRVAR(texture_doc,
 static PyObject *
 texture_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = (bc_State *)PyType_GetModuleState(tp);
+    bc_State *st = (bc_State *)bc_state_of_type(tp);
     static char *kwlist[] = {"resource", OPTION_KEYWORDS, NULL};
     PyObject *resource;
     tex_options o = {0};
@@ -426,7 +426,7 @@ PyDoc_STRVAR(from_linear_doc,
 static PyObject *
 texture_from_linear(PyObject *cls, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = (bc_State *)PyType_GetModuleState((PyTypeObject *)cls);
+    bc_State *st = (bc_State *)bc_state_of_type((PyTypeObject *)cls);
     static char *kwlist[] = {"ptr", "nbytes", "format", "num_channels", OPTION_KEYWORDS, NULL};
     PyObject *mem, *nbytes_obj, *fmt, *nc = NULL;
     tex_options o = {0};
@@ -475,7 +475,7 @@ PyDoc_STRVAR(from_pitch2d_doc,
 static PyObject *
 texture_from_pitch2d(PyObject *cls, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = (bc_State *)PyType_GetModuleState((PyTypeObject *)cls);
+    bc_State *st = (bc_State *)bc_state_of_type((PyTypeObject *)cls);
     static char *kwlist[] = {"ptr", "width", "height", "pitch", "format", "num_channels",
                              OPTION_KEYWORDS, NULL};
     PyObject *mem, *w_obj, *h_obj, *p_obj, *fmt, *nc = NULL;
@@ -532,7 +532,7 @@ PyDoc_STRVAR(surface_doc,
 static PyObject *
 surface_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = (bc_State *)PyType_GetModuleState(tp);
+    bc_State *st = (bc_State *)bc_state_of_type(tp);
     static char *kwlist[] = {"array", NULL};
     PyObject *resource;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:SurfaceObject", kwlist, &resource))

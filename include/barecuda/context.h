@@ -8,8 +8,10 @@
 
 typedef struct {
     PyObject_HEAD
-    CUdevice handle;
+    CUdevice handle; /* BC_DEVICE_UNSET until a subclass's __init__ calls Device's */
 } bc_Device;
+
+#define BC_DEVICE_UNSET ((CUdevice)-1)
 
 enum bc_context_kind {
     BC_CTX_PRIMARY,  /* holds one cuDevicePrimaryCtxRetain, released on detach (or

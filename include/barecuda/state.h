@@ -25,7 +25,8 @@
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
     X(context_memo)    /* weakref: the Context bc_context_wrap found last */   \
-    X(driver_module)   /* barecuda.driver, imported on first need */          \
+    X(enum_factory)    /* callable(name) -> enum class, set by barecuda.driver */ \
+    X(enum_classes)    /* dict: enum name -> class the factory made (a cache) */ \
     X(ipc_exported)    /* set: IPC handles this process exported (memory.c) */ \
     X(bench_armed)     /* (Function, bytes): the launch _bench_fire makes */   \
     X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
@@ -40,11 +41,41 @@ typedef struct {
 
 extern PyModuleDef bc_module_def;
 
-/* The state of the module that defined an object's (exact, non-subclassable) type. */
+/* Our module among the bases of `tp`: the type itself for the types of _driver,
+ * the nearest base of ours for a subclass made in Python (whose ht_module is
+ * NULL) or by another extension (whose ht_module is its own).  NULL, with no
+ * exception set, when there is none. */
+static inline PyObject *
+bc_module_of_type(PyTypeObject *tp)
+{
+    for (; tp != NULL; tp = tp->tp_base) {
+        if (!PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE))
+            continue;
+        PyObject *m = ((PyHeapTypeObject *)tp)->ht_module;
+        if (m != NULL && PyModule_GetDef(m) == &bc_module_def)
+            return m;
+    }
+    return NULL;
+}
+
+/* The state of the module that defined `tp` or the base of it that is ours. */
+static inline bc_State *
+bc_state_of_type(PyTypeObject *tp)
+{
+    PyObject *m = bc_module_of_type(tp);
+    if (m == NULL) {
+        PyErr_Format(PyExc_TypeError, "%.100s is not a barecuda type", tp->tp_name);
+        return NULL;
+    }
+    return (bc_State *)PyModule_GetState(m);
+}
+
+/* The state of the module that defined an object's type (or, for an instance of
+ * a subclass, the barecuda base of its type). */
 static inline bc_State *
 bc_state_of(PyObject *self)
 {
-    return (bc_State *)PyType_GetModuleState(Py_TYPE(self));
+    return (bc_State *)PyModule_GetState(bc_module_of_type(Py_TYPE(self)));
 }
 
 /* The same from a destructor: NULL (and no exception) once the module is gone,
@@ -52,7 +83,7 @@ bc_state_of(PyObject *self)
 static inline bc_State *
 bc_state_in_destructor(PyObject *self)
 {
-    PyObject *m = ((PyHeapTypeObject *)Py_TYPE(self))->ht_module;
+    PyObject *m = bc_module_of_type(Py_TYPE(self));
     return m != NULL ? (bc_State *)PyModule_GetState(m) : NULL;
 }
 
@@ -92,11 +123,15 @@ int bc_nvtx_setup(PyObject *m, bc_State *st);
 void bc_trace_discard(bc_State *st);
 int bc_nccl_setup(PyObject *m, bc_State *st);
 
-/* barecuda.driver.<name> (new reference), importing barecuda.driver on first need. */
-PyObject *bc_driver_attr(bc_State *st, const char *name);
+/* The enum class `name` (new reference) that the Python layer's factory makes
+ * (barecuda.driver registers it with _set_enum_factory at its import: this floor
+ * never imports the one above).  NULL with no exception set when no factory is
+ * registered: callers then hand out plain ints. */
+PyObject *bc_enum_class(bc_State *st, const char *name);
 
-/* barecuda.driver.<enum_name>(value) (new reference), or a plain int when the enum
- * has no member of that value (a newer driver's). */
+/* <enum_name>(value) (new reference) from the registered factory's class, or a
+ * plain int when no factory is registered or the enum has no member of that
+ * value (a newer driver's). */
 PyObject *bc_driver_enum(bc_State *st, const char *enum_name, unsigned long value);
 
 /* Create a heap type from spec bound to module m, store it in *slot, and add it to m. */

@@ -54,17 +54,53 @@ def _enum_names():
     return _tables
 
 
+class _NamedIntEnum(_enum.IntEnum):
+    """IntEnum whose str() is the member's name, as PyCUDA's (Boost.Python) enums:
+    ``str(device_attribute.WARP_SIZE) == "WARP_SIZE"``.  Everything else is int's:
+    ==, hashing, arithmetic, ``"%d" % m`` and ``f"{m:d}"`` give the number."""
+
+    def __str__(self) -> str:
+        return self._name_
+
+    __format__ = _enum.IntEnum.__format__
+
+
+class _NamedIntFlag(_enum.IntFlag):
+    """IntFlag whose str() is the member's name ("PORTABLE"), or the names of a
+    combination joined by "|" ("PORTABLE|DEVICEMAP"); the number for a value with
+    no name (0 when no member is 0, or bits the headers do not name)."""
+
+    def __str__(self) -> str:
+        name = self._name_
+        return name if name else str(int(self))
+
+    __format__ = _enum.IntFlag.__format__
+
+
 def _make_enum(name):
     cls = _made.get(name)
     if cls is None:
         members = _enum_names()[_ALIASES.get(name, name)]
-        base = _enum.IntFlag if name.endswith("_flags") else _enum.IntEnum
+        base = _NamedIntFlag if name.endswith("_flags") else _NamedIntEnum
         cls = base(name, members, module=__name__)
         cls.__qualname__ = name
+        kind = "IntFlag" if base is _NamedIntFlag else "IntEnum"
         cls.__doc__ = (f"{name}: the values of this enum of the CUDA headers cuda.h, "
-                       f"as an {base.__name__} (members named without their CU_ prefix).")
+                       f"as an {kind} (members named without their CU_ prefix; "
+                       f"str() is the member's name, as in PyCUDA).")
         _made[name] = cls
     return cls
+
+
+def _enum_for_driver(name: str) -> type:
+    # _driver's factory: the C floor never imports this module, it asks for the
+    # classes of the enum-valued results it hands out (Device.get_attributes() keys,
+    # Context.get_cache_config(), ...) through the hook registered below.
+    cls: type = __getattr__(name)
+    return cls
+
+
+_driver._set_enum_factory(_enum_for_driver)
 
 
 def enum_names() -> list[str]:

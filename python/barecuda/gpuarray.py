@@ -166,6 +166,23 @@ class ArrayFlags:
         return (f"  C_CONTIGUOUS : {self.c_contiguous}\n  F_CONTIGUOUS : {self.f_contiguous}")
 
 
+def _timer_start(stream: Stream | None) -> Any:
+    """An Event recorded on `stream`: the start of the work PyCUDA's add_timer times."""
+    return _drv.Event().record(stream)
+
+
+def _timer_stop(start: Any, stream: Stream | None) -> Callable[[], float]:
+    """Record the end Event on `stream`; the get_time() PyCUDA passes to add_timer
+    (the seconds between the events, once the end is reached)."""
+    end = _drv.Event().record(stream)
+
+    def get_call_time() -> float:
+        end.synchronize()
+        return float(end.time_since(start)) * 1e-3
+
+    return get_call_time
+
+
 class GPUArray(_cdrv._ArrayBase):
     """GPUArray(shape, dtype, allocator=None, base=None, gpudata=None, strides=None,
     order="C", stream=None)
@@ -770,13 +787,26 @@ class GPUArray(_cdrv._ArrayBase):
         """mul_add(selffac, other, otherfac, add_timer=None, stream=None, out=None): ``selffac * self + otherfac * other``.
 
         The factors are numbers or 0-d GPUArrays, `other` a GPUArray of this shape;
-        the result (NumPy's dtype) is a new array or `out`.  `add_timer` is accepted
-        for PyCUDA compatibility and ignored.
+        the result (NumPy's dtype) is a new array or `out`.
+
+        `add_timer`, as in PyCUDA, is a callable ``add_timer(n, get_time)`` called
+        once after the work is queued, with ``n = 3 * self.size`` (the elements read
+        and written) and ``get_time()`` returning the seconds the work took on the
+        GPU (it waits for the work to finish, timed with a pair of Events recorded
+        on `stream`).
         """
         if not isinstance(other, GPUArray):
             raise TypeError(f"mul_add(): other must be a GPUArray, not {type(other).__name__}")
-        return _binary("add", _binary("multiply", self, selffac, stream=stream),
-                       _binary("multiply", other, otherfac, stream=stream), out=out, stream=stream)
+        if add_timer is not None and not callable(add_timer):
+            raise TypeError(f"mul_add(): add_timer must be callable, not "
+                            f"{type(add_timer).__name__}")
+        start = _timer_start(stream) if add_timer is not None else None
+        result = _binary("add", _binary("multiply", self, selffac, stream=stream),
+                         _binary("multiply", other, otherfac, stream=stream), out=out,
+                         stream=stream)
+        if start is not None:
+            add_timer(3 * self.size, _timer_stop(start, stream))
+        return result
 
     def reverse(self, stream: Stream | None = None) -> GPUArray:
         """reverse(stream=None): a new array with the elements in reversed order.
