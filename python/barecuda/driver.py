@@ -210,7 +210,9 @@ class In(ArgumentHandler):
         """pre_call(stream): copy the host array to the device copy before the launch.
 
         Queued on `stream` when given (page-locked host memory makes it truly async),
-        synchronous with stream None.  Nothing is copied for an empty array.
+        synchronous with stream None (memcpy_htod: pageable arrays of 1 MiB or more go
+        through the staging buffers, at to_gpu's rate).  Nothing is copied for an empty
+        array.
         """
         _to_device(self, stream)
 
@@ -227,7 +229,8 @@ class Out(ArgumentHandler):
         """post_call(stream): copy the device data back into the host array after the launch.
 
         Queued on `stream` when given (read the array only after synchronizing it), else
-        synchronous; the device copy is kept alive until the stream is done.
+        synchronous (memcpy_dtoh, staged for pageable arrays of 1 MiB or more); the device
+        copy is kept alive until the stream is done.
         """
         _from_device(self, stream)
         super().post_call(stream)
@@ -309,7 +312,8 @@ def mem_alloc_like(ary: Any) -> DeviceAllocation:
 def to_device(bf_obj: Any) -> DeviceAllocation:
     """Copy any contiguous buffer (a NumPy array, bytes, ...) to new device memory and
     return the DeviceAllocation (of the buffer's size in bytes; 1 byte for an empty
-    buffer, since the driver has no empty allocations)."""
+    buffer, since the driver has no empty allocations).  Copied with memcpy_htod, so a
+    pageable buffer of 1 MiB or more is staged (see memcpy_htod)."""
     import numpy
 
     if isinstance(bf_obj, numpy.ndarray) and bf_obj.dtype.hasobject:
@@ -331,7 +335,8 @@ def to_device(bf_obj: Any) -> DeviceAllocation:
 def from_device(devptr: _DevicePointer, shape: int | tuple[int, ...], dtype: _npt.DTypeLike,
                 order: str = "C") -> _npt.NDArray[Any]:
     """A new NumPy array of `shape`, `dtype` and `order` filled from device memory
-    `devptr` (anything a copy takes as device memory)."""
+    `devptr` (anything a copy takes as device memory), with memcpy_dtoh (staged for
+    pageable arrays of 1 MiB or more)."""
     import numpy
 
     result = _driver._host_empty(shape, dtype, order)   # large ones from the host pool
