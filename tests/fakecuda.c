@@ -221,6 +221,7 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuMemcpyHtoD", f_htod}, {"cuMemcpyDtoH", f_dtoh},
     {"cuMemcpyHtoDAsync", f_htod_async}, {"cuMemcpyDtoHAsync", f_dtoh_async},
     {"cuStreamCreate", f_streamcreate}, {"cuStreamCreateWithPriority", f_streamcreate_prio}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
+    {"cuStreamWaitEvent", ok},
     {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", ok},
     {"cuEventSynchronize", ok}, {"cuEventDestroy", ok}, {"cuEventElapsedTime", f_elapsed},
 };

@@ -37,7 +37,7 @@ extern "C" __global__ void spin_then_fill(unsigned char *a, size_t n, unsigned c
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def kernels(ctx):
     from barecuda.compiler import SourceModule
 

@@ -41,7 +41,7 @@ def undefined_symbols(image: bytes) -> list[str] | None:
                     start = strings + name
                     names.append(img[start:img.index(b"\0", start)].decode("ascii", "replace"))
         return names
-    except (struct.error, IndexError, ValueError):
+    except (struct.error, IndexError, ValueError, OverflowError):
         return None
 
 
