@@ -127,7 +127,7 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuFuncGetAttribute", f_fnattr}, {"cuMemAlloc", f_alloc}, {"cuMemFree", ok},
     {"cuPointerGetAttribute", f_ptrattr},
     {"cuStreamCreate", f_streamcreate},
-    {"cuStreamCreateWithPriority", f_streamcreatep}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
+    {"cuStreamCreateWithPriority", f_streamcreatep}, {"cuStreamWaitEvent", ok}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
     {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", ok},
     {"cuEventSynchronize", ok}, {"cuEventDestroy", ok}, {"cuEventElapsedTime", f_elapsed},
 };
