@@ -383,7 +383,11 @@ stream_wait_for_event(bc_Stream *self, PyObject *evt)
     if (stream_usable(st, self) < 0)
         return NULL;
     if (e->handle == NULL)
-        return bc_error_logic(st, "wait_for_event(): the Event was closed"), NULL;
+        return (e->owned < 0 ? bc_error_logic(st, "wait_for_event(): the %.100s was not "
+                                                  "initialised (Event.__init__ never called)",
+                                              Py_TYPE(e)->tp_name)
+                             : bc_error_logic(st, "wait_for_event(): the Event was closed")),
+               NULL;
     if (bc_context_check_alive(st, e->ctx, "the Event") < 0)
         return NULL;
     if (bc_check(st, bc_drv.cuStreamWaitEvent(self->handle, e->handle, 0), "cuStreamWaitEvent") < 0)

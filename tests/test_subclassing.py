@@ -213,12 +213,12 @@ def test_subclass_instances_on_the_fake_driver(tmp_path):
         from barecuda.bench import launch as L
         import numpy as np
         module = drv.module_from_buffer(L.kernel_ptx())
-        fn = module.get_function("empty2")
+        fn = module.get_function("empty4")
         assert type(fn) is drv.Function
         a = drv.mem_alloc(256)
-        fn(*L.call_args(2, a, a), block=(1, 1, 1), stream=s)
-        fn.prepare(L.prepared_signature(2))
-        fn.prepared_async_call((1,), (1,), s, *L.prepared_args(2, a, a))
+        fn(*L.call_args(4, a, a), block=(1, 1, 1), stream=s)
+        fn.prepare(L.prepared_signature(4))
+        fn.prepared_async_call((1,), (1,), s, *L.prepared_args(4, a, a))
 
         # cycles through a subclass's __dict__ are collected
         s.me = s
