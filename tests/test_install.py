@@ -3,7 +3,8 @@
 environment with only NVIDIA's pip wheels, the CUDA toolkit hidden.
 
 The wheel is built once per session (tools/build_wheel.sh with the wheel's
-cuda.h; $BARECUDA_TEST_WHEEL names one built already).  For each NVRTC wheel the
+cuda.h; $BARECUDA_TEST_WHEEL names one built already).  The tests run when
+BARECUDA_TEST_INSTALL=1 or BARECUDA_TEST_WHEEL is set.  For each NVRTC wheel the
 README names, a venv gets the wheel with its extra, and inside a mount namespace
 in which an empty directory is bind-mounted over every /usr/local/cuda* (and
 CUDA_HOME, CUDA_PATH, LD_LIBRARY_PATH are unset) the self-test kernel
@@ -191,6 +192,11 @@ def built_wheel(ns_ok, tmp_path_factory):
     given = os.environ.get("BARECUDA_TEST_WHEEL")
     if given:
         return given
+    if os.environ.get("BARECUDA_TEST_INSTALL") != "1":
+        # a wheel build and some 400 MB of NVIDIA's wheels: opt-in until it has been
+        # seen green on the CI machine (issue 36)
+        pytest.skip("the driver-only install runs with BARECUDA_TEST_INSTALL=1 "
+                    "(or BARECUDA_TEST_WHEEL=path)")
     if not os.path.isdir(os.path.join(ROOT, "tools")):
         pytest.skip("not run from a checkout (tools/build_wheel.sh is missing)")
     if not _network() and not os.environ.get("PIP_FIND_LINKS"):
