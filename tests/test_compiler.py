@@ -545,8 +545,10 @@ def test_disk_hit_in_fresh_process_needs_no_nvrtc(cache):
     assert float(dt) < 0.05
 
 
-BUSY = "\n".join(f"__global__ void k{i}(float *x) {{ for (int j = 0; j < 64; j++) "
-                 f"x[j] = sinf(x[j]) * {i}.0f + cosf(x[j + 1]); }}" for i in range(25))
+# Long enough to see two compiles overlap (about 1 s on the 2-core CI machine, 0.1 s
+# on a fast one), short enough not to dominate a cold-cache CPU run.
+BUSY = "\n".join(f"__global__ void k{i}(float *x) {{ for (int j = 0; j < 32; j++) "
+                 f"x[j] = sinf(x[j]) * {i}.0f + cosf(x[j + 1]); }}" for i in range(4))
 
 
 def _busy_compile():
