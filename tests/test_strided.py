@@ -16,7 +16,8 @@ import types
 import numpy as np
 import pytest
 
-from barecuda import _arith, _strided
+from barecuda._array import arith as _arith
+from barecuda._array import strided as _strided
 from barecuda import gpuarray as ga
 
 gpu = pytest.mark.gpu

@@ -11,7 +11,7 @@ import pytest
 from barecuda import tools
 from barecuda import elementwise as ew
 from barecuda import gpuarray as ga
-from barecuda import _gather
+from barecuda._array import gather as _gather
 from barecuda import cumath, curandom
 from barecuda.elementwise import ElementwiseKernel
 from barecuda.reduction import ReductionKernel

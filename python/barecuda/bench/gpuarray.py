@@ -106,7 +106,7 @@ def _cupy():
 
 
 def run():
-    from barecuda import _kept
+    from barecuda._array import kept as _kept
     from barecuda import driver as drv
     from barecuda import gpuarray
     from barecuda.compiler import SourceModule
@@ -220,7 +220,7 @@ def run():
     # the results it dropped (src/hostpool.c), page-locked from its second use
     t_get = _host_loop_time(lambda: dev.get(), sync, iterations=3)
     t_first = _first_get_time(dev, sync)
-    # arrays the program keeps: registered at their third copy (barecuda._kept)
+    # arrays the program keeps: registered at their third copy (barecuda._array.kept)
     kept_up, kept_down = host.copy(), np.ones_like(host)
     t_kup = _host_loop_time(lambda: dev.set(kept_up), sync, iterations=3)
     t_kdown = _host_loop_time(lambda: dev.get(kept_down), sync, iterations=3)

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from barecuda._driver import Stream
-    from barecuda.gpuarray import GPUArray
 
     _Allocator = Callable[[int], Any]
     _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
@@ -30,8 +29,11 @@ import operator
 
 import numpy as np
 
-from barecuda.tools import dtype_to_ctype
-from barecuda._lazy import gpuarray_module as _ga
+from barecuda._array import core as _core
+from barecuda._array import reduce as _reduce
+from barecuda._array.array import GPUArray
+from barecuda._kernels.cdecl import dtype_to_ctype
+from barecuda._kernels.reduction import ReductionKernel
 
 __all__ = ["take", "multi_take", "multi_put", "multi_take_put", "subset_sum", "subset_dot",
            "subset_max", "subset_min"]
@@ -39,8 +41,7 @@ __all__ = ["take", "multi_take", "multi_put", "multi_take_put", "subset_sum", "s
 _CHUNK = 16   # arrays per launch of the multi_* kernels
 
 def _indices(name: Any, what: Any, idx: Any, one_d: Any = True) -> Any:
-    ga = _ga()
-    if not isinstance(idx, ga.GPUArray):
+    if not isinstance(idx, GPUArray):
         raise TypeError(f"{name}(): {what} must be a GPUArray of integers, not {type(idx).__name__}")
     if idx.dtype.kind not in "iu":
         raise TypeError(f"{name}(): {what} must have an integer dtype, not {idx.dtype}")
@@ -50,9 +51,8 @@ def _indices(name: Any, what: Any, idx: Any, one_d: Any = True) -> Any:
 
 
 def _same_dtype(name: Any, arrays: Any, what: Any = "arrays") -> Any:
-    ga = _ga()
     for a in arrays:
-        if not isinstance(a, ga.GPUArray):
+        if not isinstance(a, GPUArray):
             raise TypeError(f"{name}(): {what} must hold GPUArrays, not {type(a).__name__}")
     dts = {a.dtype for a in arrays}
     if len(dts) > 1:
@@ -66,15 +66,14 @@ def take(a: GPUArray, indices: GPUArray, out: GPUArray | None = None, stream: St
     The result has the shape of `indices` and the dtype of `a` (or is `out`, a
     C-contiguous GPUArray of that size and dtype).  Indices are not bounds-checked.
     """
-    ga = _ga()
-    if not isinstance(a, ga.GPUArray) or not isinstance(indices, ga.GPUArray):
+    if not isinstance(a, GPUArray) or not isinstance(indices, GPUArray):
         raise TypeError("take(): a and indices must be GPUArrays")
     idx = _indices("take", "indices", indices, one_d=False)
     src = a._contiguous(stream)
     k = _take_kernel(a.dtype, idx.dtype)
     if out is None:
-        out = ga.GPUArray(idx.shape, a.dtype, allocator=a.allocator, stream=stream)
-    elif not isinstance(out, ga.GPUArray) or out.dtype != a.dtype or out.size != idx.size \
+        out = GPUArray(idx.shape, a.dtype, allocator=a.allocator, stream=stream)
+    elif not isinstance(out, GPUArray) or out.dtype != a.dtype or out.size != idx.size \
             or not out._c:
         raise ValueError("take(): out must be a contiguous array of the indices' size and a's dtype")
     k.launch_flat(idx.size, [out.ptr, src.ptr, idx.ptr], stream)
@@ -83,16 +82,15 @@ def take(a: GPUArray, indices: GPUArray, out: GPUArray | None = None, stream: St
 
 def _take_kernel(dt: Any, idt: Any) -> Any:
     vt, it = dtype_to_ctype(dt), dtype_to_ctype(idt)
-    return _ga()._kernel(("take", dt, idt), f"{vt} *z, {vt} *a, {it} *idx", "z[i] = a[idx[i]]",
+    return _core._kernel(("take", dt, idt), f"{vt} *z, {vt} *a, {it} *idx", "z[i] = a[idx[i]]",
                          "bc_take")
 
 
 def _outs(name: Any, arrays: Any, out: Any, shape: Any, dtype: Any) -> Any:
-    ga = _ga()
     if out is None:
         if shape is None:
             raise ValueError(f"{name}(): give dest_shape (or out)")
-        return [ga.GPUArray(shape, dtype, allocator=arrays[0].allocator) for _ in arrays]
+        return [GPUArray(shape, dtype, allocator=arrays[0].allocator) for _ in arrays]
     out = list(out)
     if len(out) != len(arrays):
         raise ValueError(f"{name}(): out has {len(out)} arrays, arrays {len(arrays)}")
@@ -110,7 +108,6 @@ def _chunks(n: Any) -> Any:
 
 
 def _multi_kernel(kind: Any, dtype: Any, idt: Any, count: Any, with_offsets: Any = False) -> Any:
-    ga = _ga()
     vt, it = dtype_to_ctype(dtype), dtype_to_ctype(idt)
     params = []
     if kind == "take":
@@ -127,7 +124,7 @@ def _multi_kernel(kind: Any, dtype: Any, idt: Any, count: Any, with_offsets: Any
     if with_offsets:
         params += [f"long long o{j}" for j in range(count)]
     key = ("multi_" + kind, dtype, idt, count, with_offsets)
-    return ga._kernel(key, ", ".join(params), "\n".join(body), f"bc_multi_{kind}")
+    return _core._kernel(key, ", ".join(params), "\n".join(body), f"bc_multi_{kind}")
 
 
 def _sources(name: Any, arrays: Any, stream: Any) -> Any:
@@ -223,9 +220,8 @@ def multi_take_put(arrays: Sequence[GPUArray], dest_indices: GPUArray, src_indic
 
 
 def _subset_check(name: Any, subset: Any, arrays: Any) -> Any:
-    ga = _ga()
     for x in arrays:
-        if not isinstance(x, ga.GPUArray):
+        if not isinstance(x, GPUArray):
             raise TypeError(f"{name}(): arrays must be GPUArrays, not {type(x).__name__}")
     return _indices(name, "subset", subset, one_d=False)
 
@@ -238,9 +234,8 @@ def subset_sum(subset: GPUArray, a: GPUArray, dtype: npt.DTypeLike | None = None
     computed in one pass without a gathered copy; `allocator` supplies the result's
     memory.  `subset` is an integer GPUArray (not bounds-checked).
     """
-    ga = _ga()
     idx = _subset_check("subset_sum", subset, (a,))
-    res = ga._sum_dtype(a.dtype) if dtype is None else np.dtype(dtype)
+    res = _reduce._sum_dtype(a.dtype) if dtype is None else np.dtype(dtype)
     acc = np.dtype(np.float32) if res == np.float16 else res
     k = _subset_sum_kernel(idx.dtype, a.dtype, acc)
     src = a._contiguous(stream)
@@ -249,13 +244,11 @@ def subset_sum(subset: GPUArray, a: GPUArray, dtype: npt.DTypeLike | None = None
 
 
 def _subset_sum_kernel(idt: Any, dt: Any, acc: Any) -> Any:
-    ga = _ga()
     key = ("subset_sum", idt, dt, acc)
-    k = ga._reductions.get(key)
+    k = _reduce._reductions.get(key)
     if k is None:
-        from barecuda.reduction import ReductionKernel
         ct = dtype_to_ctype(acc)
-        k = ga._reductions[key] = ReductionKernel(
+        k = _reduce._reductions[key] = ReductionKernel(
             acc, "0", "a || b" if acc == np.bool_ else "a + b", f"bc_cast<{ct}>(x[s[i]])",
             f"{dtype_to_ctype(idt)} *s, {dtype_to_ctype(dt)} *x", name="bc_subset_sum")
     return k
@@ -264,21 +257,18 @@ def _subset_sum_kernel(idt: Any, dt: Any, acc: Any) -> Any:
 def subset_dot(subset: GPUArray, a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None = None,
                stream: Stream | None = None) -> GPUArray:
     """subset_dot(subset, a, b, dtype=None, stream=None): ``sum(a[subset] * b[subset])`` as a 0-d GPUArray."""
-    ga = _ga()
     idx = _subset_check("subset_dot", subset, (a, b))
-    return ga.dot(take(a, idx, stream=stream), take(b, idx, stream=stream), dtype, stream)  # type: ignore[no-any-return]
+    return _reduce.dot(take(a, idx, stream=stream), take(b, idx, stream=stream), dtype, stream)  # type: ignore[no-any-return]
 
 
 def subset_max(subset: GPUArray, a: GPUArray, stream: Stream | None = None) -> GPUArray:
     """subset_max(subset, a, stream=None): ``max(a.ravel()[subset])`` as a 0-d GPUArray."""
-    ga = _ga()
     idx = _subset_check("subset_max", subset, (a,))
-    return ga.max(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]
+    return _reduce.max(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]
 
 
 def subset_min(subset: GPUArray, a: GPUArray, stream: Stream | None = None) -> GPUArray:
 
     """subset_min(subset, a, stream=None): ``min(a.ravel()[subset])`` as a 0-d GPUArray."""
-    ga = _ga()
     idx = _subset_check("subset_min", subset, (a,))
-    return ga.min(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]
+    return _reduce.min(take(a, idx, stream=stream), stream)  # type: ignore[no-any-return]
