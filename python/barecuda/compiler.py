@@ -62,8 +62,10 @@ from barecuda._compile import cubin as _cubin
 from barecuda._compile import diskcache as _diskcache
 from barecuda._compile import headers as _headers
 from barecuda._compile import nvcc_compat as _nvcc_compat
-# The floor's machinery (barecuda._compile), and the names programs and tests reach
-# through this module: shared objects (stats, the caches), so changes show here too.
+
+# The face of the compilation floor.  Its machinery (barecuda._compile) and the names
+# programs and tests reach through this module: the caches and stats are the same
+# objects, so what is done to them here shows there.
 from barecuda._compile.build import (  # noqa: F401
     _ENTRY_HEAD,
     _KEEP_LOADED,
@@ -144,6 +146,11 @@ __all__ = ["SourceModule", "compile", "CompileError", "get_cache_dir",
            "clear_memory_cache",
            "CudaModule", "compile_plain", "preprocess_source", "get_nvcc_version",
            "DEFAULT_NVCC_FLAGS"]
+
+
+# --------------------------------------------------------------- compiling
+# SourceModule and compile() read DEFAULT_NVCC_FLAGS and driver.CUDA_DEBUGGING here,
+# where programs set them; _build (barecuda._compile.build) does the rest.
 
 def _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir_arg,
                   include_dirs, backend, name_expressions, target, device_cc):

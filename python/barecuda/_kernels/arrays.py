@@ -29,21 +29,26 @@ class _NoArrayType:
     object is an instance of it)."""
 
 
-def _unregistered(*args: Any, **kwargs: Any) -> Any:
-    raise RuntimeError("no array type is registered with the kernel templates: "
-                       "import barecuda.gpuarray (it registers GPUArray)")
+def _no_scalar(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("a reduction's result is a GPUArray, and none can be made before "
+                       "barecuda.gpuarray is imported (it registers GPUArray here)")
+
+
+def _no_view(obj: Any) -> Any:
+    raise TypeError(f"{type(obj).__name__} is another library's array: the kernel templates "
+                    "view such arrays as GPUArrays, so import barecuda.gpuarray first")
 
 
 #: the array class (GPUArray once barecuda.gpuarray is imported)
 array_type: type = _NoArrayType
 #: new_scalar(dtype, allocator, stream): a new 0-d array (reduction results)
-new_scalar: Callable[..., Any] = _unregistered
+new_scalar: Callable[..., Any] = _no_scalar
 #: device_view(obj): a zero-copy array viewing another library's device array
 #: (CUDA array interface, DLPack), or None when obj is none
-device_view: Callable[[Any], Any] = lambda obj: None
+device_view: Callable[[Any], Any] = _no_view
 #: called with no arguments when the reductions' launch variants change (_tuning):
 #: the floors above forget what they cached of the old ones
-_on_tuning: list[Callable[[], None]] = []
+_tuning_callbacks: list[Callable[[], None]] = []
 
 
 def register(cls: type, *, scalar: Callable[..., Any], view: Callable[[Any], Any]) -> None:
@@ -54,4 +59,10 @@ def register(cls: type, *, scalar: Callable[..., Any], view: Callable[[Any], Any
 
 def on_tuning(callback: Callable[[], None]) -> None:
     """Call `callback` whenever the reductions' launch variants change."""
-    _on_tuning.append(callback)
+    _tuning_callbacks.append(callback)
+
+
+def tuning_changed() -> None:
+    """The reductions' launch variants changed: call what on_tuning() registered."""
+    for callback in _tuning_callbacks:
+        callback()

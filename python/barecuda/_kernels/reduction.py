@@ -92,8 +92,7 @@ def _tuning(passes: int | None = None, vec: bool | None = None,
         if not 0 <= blocks_per_sm <= MAX_BLOCKS_PER_SM:
             raise ValueError(f"blocks_per_sm must be 0 to {MAX_BLOCKS_PER_SM}")
         _BLOCKS_PER_SM = blocks_per_sm
-    for forget in _arrays._on_tuning:    # the arrays floor's cached reductions
-        forget()
+    _arrays.tuning_changed()     # the arrays floor forgets its cached reductions
     return old
 
 
