@@ -26,9 +26,12 @@
 static int
 is_alloc_type(bc_State *st, PyTypeObject *tp)
 {
+    /* exact types first; of the subclasses only IPCMemoryHandle's can have
+     * instances (the others are made by the library only) */
     return tp == (PyTypeObject *)st->DeviceAllocationType ||
            tp == (PyTypeObject *)st->ManagedAllocationType ||
-           tp == (PyTypeObject *)st->IPCMemoryHandleType;
+           tp == (PyTypeObject *)st->IPCMemoryHandleType ||
+           PyType_IsSubtype(tp, (PyTypeObject *)st->IPCMemoryHandleType);
 }
 
 /* A type's name without its module ("DeviceAllocation"). */
@@ -43,6 +46,10 @@ short_name(PyObject *obj)
 static int
 allocation_usable(bc_State *st, bc_DeviceAllocation *a)
 {
+    if (a->kind == BC_ALLOC_UNSET)
+        return bc_error_logic(st, "this %.100s was not initialised: its __init__ must call "
+                                  "IPCMemoryHandle.__init__(self, handle)",
+                              Py_TYPE(a)->tp_name);
     if (a->freed)
         return bc_error_logic(st, "this %s was %s", short_name((PyObject *)a),
                               a->kind == BC_ALLOC_IPC ? "closed" : "freed");
@@ -287,15 +294,12 @@ allocation_traverse(bc_DeviceAllocation *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* A new allocation object of `type` for memory already allocated (takes new
+/* Set self (zeroed by tp_alloc) over memory already allocated (takes new
  * references to ctx and stream). */
-static PyObject *
-allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, int kind,
-                PyObject *stream, CUstream stream_handle)
+static void
+allocation_fill(bc_DeviceAllocation *self, bc_Context *ctx, CUdeviceptr ptr, size_t size,
+                int kind, PyObject *stream, CUstream stream_handle)
 {
-    bc_DeviceAllocation *self = PyObject_GC_New(bc_DeviceAllocation, (PyTypeObject *)type);
-    if (self == NULL)
-        return NULL;
     self->ptr = ptr;
     self->size = size;
     self->ctx = (bc_Context *)Py_NewRef(ctx);
@@ -307,8 +311,20 @@ allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
     self->exports = 0;
     self->in_memo = 0;
     bc_context_memory_made(ctx, &self->counted);
-    self->weakreflist = NULL;
-    PyObject_GC_Track(self);
+}
+
+/* A new allocation object of `type` for memory already allocated (takes new
+ * references to ctx and stream). */
+static PyObject *
+allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, int kind,
+                PyObject *stream, CUstream stream_handle)
+{
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
+    bc_DeviceAllocation *self =
+        (bc_DeviceAllocation *)((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+    if (self == NULL)
+        return NULL;
+    allocation_fill(self, ctx, ptr, size, kind, stream, stream_handle);
     return (PyObject *)self;
 }
 
@@ -485,6 +501,9 @@ allocation_int(bc_DeviceAllocation *self)
 static PyObject *
 allocation_repr(bc_DeviceAllocation *self)
 {
+    if (self->kind == BC_ALLOC_UNSET)
+        return PyUnicode_FromFormat("<barecuda.driver.%s (not initialised)>",
+                                    short_name((PyObject *)self));
     return PyUnicode_FromFormat("<barecuda.driver.%s 0x%llx, %zu bytes%s>", short_name((PyObject *)self),
                                 (unsigned long long)self->ptr, self->size,
                                 self->freed ? (self->kind == BC_ALLOC_IPC ? ", closed" : ", freed")
@@ -506,7 +525,7 @@ allocation_get_context(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
 static PyObject *
 allocation_get_freed(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
 {
-    return PyBool_FromLong(self->freed);
+    return PyBool_FromLong(self->freed && self->kind != BC_ALLOC_UNSET);
 }
 
 static PyObject *
@@ -948,19 +967,21 @@ bc_ipc_check_foreign(bc_State *st, const char *data, Py_ssize_t len, const char 
     return mine;
 }
 
-static PyObject *
-ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+/* Parse IPCMemoryHandle's arguments and open the handle in the current context:
+ * 0 with *ptr, *size and a new reference *ctx, or -1. */
+static int
+ipc_open(bc_State *st, PyObject *args, PyObject *kwargs, bc_Context **ctx, CUdeviceptr *ptr,
+         size_t *size)
 {
-    bc_State *st = bc_state_of_type(type);
     static char *kwlist[] = {"handle", "flags", NULL};
     PyObject *handle, *oflags = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:IPCMemoryHandle", kwlist, &handle, &oflags))
-        return NULL;
+        return -1;
     unsigned int flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
     if (oflags != NULL &&
         bc_arg_flags(oflags, "IPCMemoryHandle(): flags", CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
                      &flags) < 0)
-        return NULL;
+        return -1;
     Py_buffer view;
     if (PyObject_GetBuffer(handle, &view, PyBUF_SIMPLE) < 0) {
         PyErr_Clear();
@@ -968,7 +989,7 @@ ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                      "IPCMemoryHandle(): handle must be the bytes from mem_get_ipc_handle(), "
                      "not %.100s",
                      Py_TYPE(handle)->tp_name);
-        return NULL;
+        return -1;
     }
     CUipcMemHandle h;
     int bad = view.len != (Py_ssize_t)sizeof h.reserved;
@@ -979,30 +1000,78 @@ ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (bad) {
         PyErr_Format(PyExc_ValueError, "IPCMemoryHandle(): handle must be %d bytes, got %zd",
                      (int)sizeof h.reserved, len);
-        return NULL;
+        return -1;
     }
     if (bc_ipc_check_foreign(st, h.reserved, (Py_ssize_t)sizeof h.reserved,
                              "IPCMemoryHandle()") < 0)
-        return NULL;
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return NULL;
-    CUdeviceptr ptr, base;
-    size_t size = 0;
+        return -1;
+    *ctx = bc_context_current(st);
+    if (*ctx == NULL)
+        return -1;
+    CUdeviceptr base;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = bc_drv.cuIpcOpenMemHandle(&ptr, h, flags);
+    rc = bc_drv.cuIpcOpenMemHandle(ptr, h, flags);
     Py_END_ALLOW_THREADS
-    PyObject *out = NULL;
-    if (bc_check(st, rc, "cuIpcOpenMemHandle") == 0) {
-        if (bc_drv.cuMemGetAddressRange(&base, &size, ptr) != CUDA_SUCCESS)
-            size = SIZE_MAX;
-        out = allocation_wrap((PyObject *)type, ctx, ptr, size, BC_ALLOC_IPC, NULL, NULL);
-        if (out == NULL)
-            bc_drv.cuIpcCloseMemHandle(ptr);
+    if (bc_check(st, rc, "cuIpcOpenMemHandle") < 0) {
+        Py_CLEAR(*ctx);
+        return -1;
     }
+    if (bc_drv.cuMemGetAddressRange(&base, size, *ptr) != CUDA_SUCCESS)
+        *size = SIZE_MAX;
+    return 0;
+}
+
+/* IPCMemoryHandle(handle) opens the memory in __new__.  A subclass (PyCUDA's
+ * classes are built in __init__, so its own __init__ may take other arguments)
+ * gets an unset object from __new__ (kind BC_ALLOC_UNSET, counted as released)
+ * and IPCMemoryHandle.__init__ opens the memory. */
+static PyObject *
+ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(type);
+    if (st == NULL)
+        return NULL;
+    if (type != (PyTypeObject *)st->IPCMemoryHandleType) {
+        bc_DeviceAllocation *self = (bc_DeviceAllocation *)type->tp_alloc(type, 0);
+        if (self != NULL) {
+            self->kind = BC_ALLOC_UNSET;
+            self->freed = 1; /* nothing to release */
+        }
+        return (PyObject *)self;
+    }
+    bc_Context *ctx;
+    CUdeviceptr ptr;
+    size_t size;
+    if (ipc_open(st, args, kwargs, &ctx, &ptr, &size) < 0)
+        return NULL;
+    PyObject *out = allocation_wrap((PyObject *)type, ctx, ptr, size, BC_ALLOC_IPC, NULL, NULL);
+    if (out == NULL)
+        bc_drv.cuIpcCloseMemHandle(ptr);
     Py_DECREF(ctx);
     return out;
+}
+
+static int
+ipc_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->IPCMemoryHandleType))
+        return 0; /* opened by __new__ from the same arguments */
+    bc_DeviceAllocation *a = (bc_DeviceAllocation *)self;
+    if (a->kind != BC_ALLOC_UNSET) {
+        PyErr_Format(PyExc_TypeError, "IPCMemoryHandle.__init__() called twice on this %.100s",
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    bc_Context *ctx;
+    CUdeviceptr ptr;
+    size_t size;
+    if (ipc_open(st, args, kwargs, &ctx, &ptr, &size) < 0)
+        return -1;
+    allocation_fill(a, ctx, ptr, size, BC_ALLOC_IPC, NULL, NULL);
+    Py_DECREF(ctx);
+    return 0;
 }
 
 PyDoc_STRVAR(close_doc,
@@ -1036,6 +1105,7 @@ PyDoc_STRVAR(ipc_doc,
 
 static PyType_Slot ipc_slots[] = {
     {Py_tp_new, ipc_new},
+    {Py_tp_init, ipc_init},
     {Py_tp_dealloc, allocation_dealloc},
     {Py_tp_traverse, allocation_traverse},
     {Py_tp_repr, allocation_repr},
@@ -1051,7 +1121,8 @@ static PyType_Slot ipc_slots[] = {
 static PyType_Spec ipc_spec = {
     .name = "barecuda.driver.IPCMemoryHandle",
     .basicsize = sizeof(bc_DeviceAllocation),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = ipc_slots,
 };
 

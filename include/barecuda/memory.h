@@ -9,6 +9,8 @@
 #include "context.h"
 
 enum bc_alloc_kind {
+    BC_ALLOC_UNSET = -1, /* an IPCMemoryHandle subclass's object before the base's __init__
+                            (freed set too: nothing to release) */
     BC_ALLOC_DEVICE,  /* cuMemAlloc / cuMemAllocPitch: cuMemFree */
     BC_ALLOC_ASYNC,   /* cuMemAllocFromPoolAsync: cuMemFreeAsync on `stream` */
     BC_ALLOC_MANAGED, /* cuMemAllocManaged: cuMemFree (type ManagedAllocation) */
