@@ -14,8 +14,9 @@ import weakref
 
 import numpy as np
 import pytest
+from conftest import full_or, nvrtc_check
 
-from barecuda import compiler, elementwise, reduction, tools
+from barecuda import elementwise, reduction, tools
 from barecuda.tools import ScalarArg, VectorArg
 
 # ----------------------------------------------------------------- offline harness
@@ -50,8 +51,7 @@ class _OfflineModule:
 
     def __init__(self, source, options=None, keep=False):
         self.source = source
-        ptx = compiler.compile(source, options=options, no_extern_c=True, arch="sm_90",
-                               target="ptx")
+        ptx = nvrtc_check(source, options=options)
         self.ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
 
     def get_function(self, name):
@@ -148,7 +148,8 @@ def test_elwise_module_as_the_wiki_example(offline):
     assert f.format == "PPPPPL"
 
 
-@pytest.mark.parametrize("dt", ALL, ids=str)
+@pytest.mark.parametrize("dt", full_or(ALL, [np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint64, np.float16, np.float64, np.complex64)]), ids=str)
 def test_simple_getters_compile(offline, dt):
     L = np.dtype(np.uintp).char
     ch = ScalarArg(dt, "a").struct_char
@@ -171,11 +172,14 @@ def test_simple_getters_compile(offline, dt):
     assert elementwise.get_conj_kernel(dt, dt).format == "PP" + L
 
 
-@pytest.mark.parametrize("dx,dy,dz", [
-    (np.float32, np.float32, np.float32), (np.float64, np.float32, np.float64),
-    (np.int32, np.int64, np.int64), (np.complex64, np.float32, np.complex64),
-    (np.float32, np.complex128, np.complex128), (np.float16, np.float16, np.float16),
-    (np.uint8, np.int8, np.int16)], ids=str)
+_BINARY = [(np.float32, np.float32, np.float32), (np.float64, np.float32, np.float64),
+           (np.int32, np.int64, np.int64), (np.complex64, np.float32, np.complex64),
+           (np.float32, np.complex128, np.complex128), (np.float16, np.float16, np.float16),
+           (np.uint8, np.int8, np.int16)]
+
+
+@pytest.mark.parametrize("dx,dy,dz", full_or(_BINARY, _BINARY[4:]),
+                         ids=str)
 def test_binary_getters_compile(offline, dx, dy, dz):
     dx, dy, dz = np.dtype(dx), np.dtype(dy), np.dtype(dz)
     L = np.dtype(np.uintp).char
@@ -333,7 +337,8 @@ def test_reduction_module_layout(offline):
         reduction.get_reduction_module("float", 512, "0", "a+b", "x[0]", "const float *x, int i")
 
 
-@pytest.mark.parametrize("dt", REALS + COMPLEX, ids=str)
+@pytest.mark.parametrize("dt", full_or(REALS + COMPLEX, [np.dtype(t) for t in (
+    np.int8, np.float32, np.complex128)]), ids=str)
 def test_reduction_getters_compile(offline, dt):
     R = reduction
     kernels = [R.get_sum_kernel(None, dt), R.get_sum_kernel(np.float64 if dt.kind != "c" else dt, dt),

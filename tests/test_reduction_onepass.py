@@ -5,6 +5,7 @@ CPU; results, determinism and concurrent streams on a GPU."""
 
 import numpy as np
 import pytest
+from conftest import nvrtc_check
 
 from barecuda import reduction as red
 from barecuda import tools
@@ -15,12 +16,7 @@ DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64,
                                 np.float64, np.complex64, np.complex128)]
 
 
-def _compile(src):
-    compiler = pytest.importorskip("barecuda.compiler")
-    try:
-        return compiler.compile(src, arch="sm_90", no_extern_c=True)
-    except Exception as exc:
-        raise AssertionError(str(exc)) from None
+_compile = nvrtc_check
 
 
 # ------------------------------------------------------------------ CPU: the plan

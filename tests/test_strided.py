@@ -10,11 +10,11 @@ in-place forms on views, out= arguments, overlapping operands and bad input."""
 
 import itertools
 import os
-import re
 import types
 
 import numpy as np
 import pytest
+from conftest import nvrtc_check_many
 
 from barecuda import _arith, _strided
 from barecuda import gpuarray as ga
@@ -152,15 +152,7 @@ def test_hot_layout_is_what_the_c_table_packs():
 
 
 def _nvrtc(kernels):
-    compiler = pytest.importorskip("barecuda.compiler")
-    parts = ["#include <cuda_fp16.h>\n#define BC_HAVE_HALF 1\n"]
-    for n, k in enumerate(kernels):
-        parts.append(re.sub(r"__global__ void (\w+)\(",
-                            lambda m: f"__global__ void {m.group(1)}_{n}(", k.source(False, False)))
-    try:
-        compiler.compile("\n".join(parts), arch="sm_90", no_extern_c=True)
-    except Exception as exc:  # noqa: BLE001 - show the compiler's message
-        raise AssertionError(str(exc)) from None
+    nvrtc_check_many((k.source(False, False) for k in kernels), size=250)
 
 
 def _variants(pairs, ops, layouts):
@@ -186,8 +178,7 @@ def test_compile_mixed_pairs_1d():
     ops = ["add", "multiply"] + (["subtract", "true_divide", "less", "maximum"] if FULL else [])
     ks = _variants([(x, y) for x in DTYPES for y in DTYPES], ops, [("a", False, 1, False, True)])
     assert len(ks) > 300
-    for s in range(0, len(ks), 250):
-        _nvrtc(ks[s:s + 250])
+    _nvrtc(ks)
 
 
 def test_compile_every_layout_variant():
@@ -202,8 +193,7 @@ def test_compile_every_layout_variant():
     ks = _variants(pairs, ["add"], layouts)
     ks += _variants(pairs[:2], list(_arith._BINOPS) + ["floor_divide", "remainder", "power"],
                     [("a", False, 2, False, False), ("s", True, 1, True, True)])
-    for s in range(0, len(ks), 250):
-        _nvrtc(ks[s:s + 250])
+    _nvrtc(ks)
 
 
 # ------------------------------------------------------------------ GPU

@@ -3,10 +3,10 @@
 and NVRTC compilation (no GPU needed) of every kernel the array layer generates."""
 
 import os
-import re
 
 import numpy as np
 import pytest
+from conftest import nvrtc_check, nvrtc_check_many
 
 from barecuda import tools
 from barecuda import elementwise as ew
@@ -27,29 +27,11 @@ BINOPS = ["add", "subtract", "multiply", "true_divide", "floor_divide", "remaind
 FULL = os.environ.get("BARECUDA_FULL_TEMPLATES") == "1"
 
 
-def _nvrtc_compile(src):
-    compiler = pytest.importorskip("barecuda.compiler")
-    try:
-        return compiler.compile(src, arch="sm_90", no_extern_c=True)
-    except Exception as exc:  # show the source region of the first error
-        raise AssertionError(f"{exc}") from None
+_nvrtc_compile = nvrtc_check
 
 
-def _batch(kernels, variants=((False, False),)):
-    """One translation unit holding every kernel's source, names made unique."""
-    parts = ["#include <cuda_fp16.h>\n#define BC_HAVE_HALF 1\n"]
-    for n, k in enumerate(kernels):
-        for v in variants:
-            src = k.source(*v)
-            parts.append(re.sub(r"__global__ void (\w+)\(",
-                                lambda m: f"__global__ void {m.group(1)}_{n}_{int(v[0])}{int(v[1])}(",
-                                src))
-    return "\n".join(parts)
-
-
-def _compile_in_batches(kernels, variants=((False, False),), size=300):
-    for s in range(0, len(kernels), size):
-        _nvrtc_compile(_batch(kernels[s:s + size], variants))
+def _compile_in_batches(kernels, variants=((False, False),)):
+    nvrtc_check_many(k.source(*v) for k in kernels for v in variants)
 
 
 # ------------------------------------------------------------------ dtypes, parsing
