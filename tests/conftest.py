@@ -51,6 +51,12 @@ def nvrtc_newer_than_driver():
 FULL_TEMPLATES = os.environ.get("BARECUDA_FULL_TEMPLATES") == "1"
 
 
+#: The dtypes a CPU run compiles the templates for: bool, a small signed and a wide
+#: unsigned integer, half, double and complex.
+DTYPE_COVER = [np.dtype(t) for t in (np.bool_, np.int8, np.uint64, np.float16, np.float64,
+                                     np.complex64)]
+
+
 def full_or(everything, cover):
     """The parameters of a compile-check matrix: `everything` with
     BARECUDA_FULL_TEMPLATES=1, else `cover` (a subset of it)."""

@@ -8,7 +8,7 @@ every new kernel) run anywhere; GPU tests compare with NumPy on random data."""
 
 import numpy as np
 import pytest
-from conftest import full_or, nvrtc_check, nvrtc_check_many
+from conftest import DTYPE_COVER, full_or, nvrtc_check, nvrtc_check_many
 
 from barecuda import _gather, _logic, _vec, cumath, tools
 from barecuda import driver as drv
@@ -22,8 +22,7 @@ NUM = [np.dtype(t) for t in (np.bool_, np.int8, np.int32, np.int64, np.uint8, np
                              np.complex128)]
 SHAPES = [(0,), (1,), (777,), (3, 5), (4, 3, 2)]
 #: The dtypes whose kernels the CPU tests compile (all of NUM with BARECUDA_FULL_TEMPLATES=1).
-COMPILED = full_or(NUM, [np.dtype(t) for t in (np.bool_, np.int8, np.uint64, np.float16,
-                                                 np.float64, np.complex64)])
+COMPILED = full_or(NUM, DTYPE_COVER)
 
 
 def rand(rng, shape, dt):

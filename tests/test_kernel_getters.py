@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 import pytest
-from conftest import full_or, nvrtc_check
+from conftest import DTYPE_COVER, full_or, nvrtc_check
 
 from barecuda import elementwise, reduction, tools
 from barecuda.tools import ScalarArg, VectorArg
@@ -148,8 +148,7 @@ def test_elwise_module_as_the_wiki_example(offline):
     assert f.format == "PPPPPL"
 
 
-@pytest.mark.parametrize("dt", full_or(ALL, [np.dtype(t) for t in (
-    np.bool_, np.int8, np.uint64, np.float16, np.float64, np.complex64)]), ids=str)
+@pytest.mark.parametrize("dt", full_or(ALL, DTYPE_COVER), ids=str)
 def test_simple_getters_compile(offline, dt):
     L = np.dtype(np.uintp).char
     ch = ScalarArg(dt, "a").struct_char
@@ -187,13 +186,14 @@ def test_binary_getters_compile(offline, dx, dy, dz):
     assert elementwise.get_axpbyz_kernel(dx, dy, dz).format == f"{cx}P{cy}PP{L}"
     assert elementwise.get_axpbyz_kernel(dx, dy, dz, True, False).format == f"{cx}P{cy}PP{L}"
     assert elementwise.get_axpbz_kernel(dx, dz).format == f"{cz}P{cz}P{L}"
-    for op in ("+", "-", "*", "/", "==", "<", ">=", "&&", "||", "!="):
+    # one template: the operator is a string in it; the cover takes one of each kind
+    for op in full_or(["+", "-", "*", "/", "==", "<", ">=", "&&", "||", "!="], ["/", "<", "||"]):
         if dz.kind == "c" and op in ("<", ">="):
             continue
         assert elementwise.get_binary_op_kernel(dx, dy, dz, op, False, True).format == "PPP" + L
         assert elementwise.get_scalar_op_kernel(dx, dy, dz, op).format == f"P{cy}P{L}"
     if all(d.kind in "iu" for d in (dx, dy)):
-        for op in ("%", "&", "|", "^", "<<", ">>"):
+        for op in full_or(["%", "&", "|", "^", "<<", ">>"], ["%", "<<"]):
             elementwise.get_binary_op_kernel(dx, dy, dz, op)
     assert elementwise.get_rdivide_elwise_kernel(dx, dz).format == f"P{cz}P{L}"
     for xa, ya in ((True, True), (True, False), (False, True)):
@@ -211,7 +211,7 @@ def test_function_getters_compile(offline):
               elementwise.get_frexp_kernel(), elementwise.get_ldexp_kernel()):
         assert f.format == "PPP" + L
     for dt in FLOATS + COMPLEX:
-        for name in ("sin", "exp", "sqrt", "log"):
+        for name in full_or(["sin", "exp", "sqrt", "log"], ["sqrt"]):
             assert elementwise.get_unary_func_kernel(name, dt).format == "PP" + L
     assert elementwise.get_unary_func_kernel("fabs", np.float64, np.float32).format == "PP" + L
     assert elementwise.get_unary_func_kernel("barecuda::abs", np.complex64, np.float32).format == "PP" + L

@@ -5,7 +5,7 @@ CPU; results, determinism and concurrent streams on a GPU."""
 
 import numpy as np
 import pytest
-from conftest import nvrtc_check
+from conftest import DTYPE_COVER, full_or, nvrtc_check
 
 from barecuda import reduction as red
 from barecuda import tools
@@ -95,10 +95,11 @@ def test_source_shape():
     assert not any("$" in ln for ln in code)
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("dt", full_or(DTYPES, DTYPE_COVER), ids=str)
 def test_compile_every_variant(dt):
     """Vector and scalar paths, 32/64-bit indices, range variants, one and two
-    inputs of mixed widths, for every dtype."""
+    inputs of mixed widths, for every dtype (of the cover, unless
+    BARECUDA_FULL_TEMPLATES=1)."""
     ct = tools.dtype_to_ctype(dt)
     ks = [ReductionKernel(dt, "0", "a+b", arguments=f"{ct} *in"),
           ReductionKernel(dt, "0", "a+b", f"bc_cast<{ct}>(x[i]) * bc_cast<{ct}>(y[i])",

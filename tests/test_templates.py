@@ -2,11 +2,10 @@
 """CPU tests of the array layer: template rendering, C declaration parsing, dtype names,
 and NVRTC compilation (no GPU needed) of every kernel the array layer generates."""
 
-import os
 
 import numpy as np
 import pytest
-from conftest import nvrtc_check, nvrtc_check_many
+from conftest import DTYPE_COVER, FULL_TEMPLATES, full_or, nvrtc_check, nvrtc_check_many
 
 from barecuda import tools
 from barecuda import elementwise as ew
@@ -24,7 +23,8 @@ FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]
 BINOPS = ["add", "subtract", "multiply", "true_divide", "floor_divide", "remainder", "power",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "maximum",
           "minimum"]
-FULL = os.environ.get("BARECUDA_FULL_TEMPLATES") == "1"
+#: The dtypes whose kernels are compiled: all of them with BARECUDA_FULL_TEMPLATES=1.
+COMPILED = full_or(DTYPES, DTYPE_COVER)
 
 
 _nvrtc_compile = nvrtc_check
@@ -218,7 +218,7 @@ def _binop_kernels(pairs, scalars):
                 continue
             ks.append(ga._binary_kernel(op, x, y, False, False, res,
                                         ga._compute_dtype(op, x, y, res)))
-    for x in DTYPES:
+    for x in COMPILED:
         for op in BINOPS:
             for sc in scalars:
                 try:
@@ -232,22 +232,22 @@ def _binop_kernels(pairs, scalars):
 
 
 def test_compile_binary_ops():
-    pairs = [(x, y) for x in DTYPES for y in DTYPES] if FULL else \
-        [(x, x) for x in DTYPES] + [(x, y) for x, y in zip(DTYPES, DTYPES[1:] + DTYPES[:1])]
-    scalars = [True, 3, 2.5, 1j, np.float32(1)] if FULL else [3, 2.5]
+    pairs = [(x, y) for x in DTYPES for y in DTYPES] if FULL_TEMPLATES else \
+        [(x, x) for x in COMPILED] + [(x, y) for x, y in zip(COMPILED, COMPILED[1:] + COMPILED[:1])]
+    scalars = [True, 3, 2.5, 1j, np.float32(1)] if FULL_TEMPLATES else [3, 2.5]
     _compile_in_batches(_binop_kernels(pairs, scalars))
 
 
 def test_compile_unary_casts_and_helpers():
     ks = []
-    for x in DTYPES:
+    for x in COMPILED:
         for op in ("negative", "absolute", "conjugate"):
             try:
                 ga._result_dtype(op, x)
             except TypeError:
                 continue
             ks.append(ga._unary_kernel(op, x))
-        for y in DTYPES:
+        for y in COMPILED:
             ks.append(ga._cast_kernel(x, y))
         for nd in (1, 2, 3, 4):
             ks.append(ga._strided_copy_kernel(x, nd))
@@ -270,7 +270,7 @@ def test_compile_user_elementwise_variants():
     _compile_in_batches(ks, ((False, False), (True, False), (False, True), (True, True)))
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("dt", COMPILED, ids=str)
 def test_compile_reductions(dt):
     ks = []
     res = np.add.reduce(np.zeros(1, dt)).dtype
@@ -287,7 +287,7 @@ def test_compile_reductions(dt):
             _nvrtc_compile(k.source(*v))
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("dt", COMPILED, ids=str)
 def test_compile_scans(dt):
     expr = "a || b" if dt == np.bool_ else "a + b"
     _nvrtc_compile(InclusiveScanKernel(dt, expr).source())
@@ -301,7 +301,7 @@ def test_compile_scan_noncommutative():
 
 def test_compile_cumath():
     ks = []
-    for dt in DTYPES:
+    for dt in COMPILED:
         for name in cumath._UNARY:
             try:
                 ks.append(cumath._func_kernel(name, dt))
