@@ -45,9 +45,8 @@ def nvrtc_newer_than_driver():
 
 
 #: BARECUDA_FULL_TEMPLATES=1 (set by .ci/gpu) compiles every dtype combination
-#: of the kernel templates; without it a CPU run compiles a cover of them: each
-#: kind of dtype (bool, signed and unsigned integers of each width class, half,
-#: single, double, complex) and each mixed-kind pairing at least once.
+#: of the kernel templates; without it a CPU run compiles a cover of them
+#: (DTYPE_COVER, and a few of each test's mixed pairings).
 FULL_TEMPLATES = os.environ.get("BARECUDA_FULL_TEMPLATES") == "1"
 
 

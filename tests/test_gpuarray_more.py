@@ -136,8 +136,6 @@ def test_vec_struct_argument_transport():
 
 # ================================================================== CPU: NVRTC compiles
 
-_nvrtc_compile = nvrtc_check
-
 
 def _compile_all(kernels):
     nvrtc_check_many(k.source() for k in kernels)
@@ -195,11 +193,11 @@ def test_compile_new_reductions(dt):
     acc = np.dtype(np.float32) if acc == np.float16 else acc
     rs.append(_gather._subset_sum_kernel(np.dtype(np.int32), dt, acc))
     for k in rs:
-        _nvrtc_compile(k.source())
+        nvrtc_check(k.source())
 
 
 def test_nvrtc_std_header_standins():
-    _nvrtc_compile("#include <math.h>\n#include <cmath>\n#include <stdio.h>\n#include <cstdio>\n"
+    nvrtc_check("#include <math.h>\n#include <cmath>\n#include <stdio.h>\n#include <cstdio>\n"
                    'extern "C" __global__ void f(float *x) { double h = HUGE_VAL; '
                    'x[0] = sqrtf(x[1]) + M_PI + INFINITY + NAN + h; printf("%f", x[0]); }')
 

@@ -16,9 +16,6 @@ DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64,
                                 np.float64, np.complex64, np.complex128)]
 
 
-_compile = nvrtc_check
-
-
 # ------------------------------------------------------------------ CPU: the plan
 
 def _plan(args, map_expr):
@@ -113,7 +110,7 @@ def test_compile_every_variant(dt):
         red._tuning(**old)
     for k in ks:
         for v in ((False, False), (True, False), (True, True)):
-            _compile(k.source(*v))
+            nvrtc_check(k.source(*v))
 
 
 def test_gpuarray_reductions_use_vector_loads():
@@ -142,7 +139,7 @@ def test_pycuda_getter_layout_unchanged():
         red._getter_module = orig
     src = seen["src"]
     assert "#define BC_ONEPASS 0" in src and "#define BC_VEC 1" in src
-    _compile(src)
+    nvrtc_check(src)
 
 
 # ------------------------------------------------------------------ GPU

@@ -2,7 +2,6 @@
 """CPU tests of the array layer: template rendering, C declaration parsing, dtype names,
 and NVRTC compilation (no GPU needed) of every kernel the array layer generates."""
 
-
 import numpy as np
 import pytest
 from conftest import DTYPE_COVER, FULL_TEMPLATES, full_or, nvrtc_check, nvrtc_check_many
@@ -25,9 +24,6 @@ BINOPS = ["add", "subtract", "multiply", "true_divide", "floor_divide", "remaind
           "minimum"]
 #: The dtypes whose kernels are compiled: all of them with BARECUDA_FULL_TEMPLATES=1.
 COMPILED = full_or(DTYPES, DTYPE_COVER)
-
-
-_nvrtc_compile = nvrtc_check
 
 
 def _compile_in_batches(kernels, variants=((False, False),)):
@@ -284,19 +280,19 @@ def test_compile_reductions(dt):
     ks.append(ReductionKernel(dt, "0", "a+b", arguments=f"{tools.dtype_to_ctype(dt)} *in"))
     for k in ks:
         for v in ((False, False), (True, True)):
-            _nvrtc_compile(k.source(*v))
+            nvrtc_check(k.source(*v))
 
 
 @pytest.mark.parametrize("dt", COMPILED, ids=str)
 def test_compile_scans(dt):
     expr = "a || b" if dt == np.bool_ else "a + b"
-    _nvrtc_compile(InclusiveScanKernel(dt, expr).source())
-    _nvrtc_compile(ExclusiveScanKernel(dt, expr, "0").source())
+    nvrtc_check(InclusiveScanKernel(dt, expr).source())
+    nvrtc_check(ExclusiveScanKernel(dt, expr, "0").source())
 
 
 def test_compile_scan_noncommutative():
     # a non-commutative operator: keep the first non-zero
-    _nvrtc_compile(InclusiveScanKernel(np.int32, "(a != 0 ? a : b)", name_prefix="firstnz").source())
+    nvrtc_check(InclusiveScanKernel(np.int32, "(a != 0 ? a : b)", name_prefix="firstnz").source())
 
 
 def test_compile_cumath():
@@ -318,11 +314,11 @@ def test_cumath_types():
 
 
 def test_compile_curandom():
-    _nvrtc_compile(curandom.source())
+    nvrtc_check(curandom.source())
 
 
 def test_complex_header_alone():
-    _nvrtc_compile('#include <barecuda_complex.cuh>\n'
+    nvrtc_check('#include <barecuda_complex.cuh>\n'
                    'extern "C" __global__ void k(pycuda::complex<float> *z, barecuda::complex<double> *w)'
                    '{ z[0] = barecuda::exp(z[1]) * z[2] / z[3] + barecuda::sqrt(z[4]);'
                    '  w[0] = barecuda::pow(w[1], w[2]) - barecuda::tanh(w[3]) + barecuda::log10(w[4]); }')
