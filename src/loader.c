@@ -365,14 +365,19 @@ load_nvrtc_builtins(bc_nvrtc_table *table)
             if (strncmp(e->d_name, soname, n) != 0 || (e->d_name[n] != '\0' &&
                                                       e->d_name[n] != '.'))
                 continue;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            int len = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (len < 0 || (size_t)len >= sizeof path)
+                continue; /* a name that does not fit is not one of ours */
             b = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         }
         closedir(d);
         if (b == NULL)
             return;
     }
-    snprintf(builtins_path, sizeof builtins_path, "%s", path);
+    int len = snprintf(builtins_path, sizeof builtins_path, "%s", path);
+    if (len < 0 || (size_t)len >= sizeof builtins_path) /* for reports only: say so */
+        snprintf(builtins_path, sizeof builtins_path, "%s (in a folder too long to show)",
+                 soname);
 }
 
 int
