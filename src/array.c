@@ -146,7 +146,20 @@ typedef struct {
     PyObject_HEAD
     CUDA_ARRAY3D_DESCRIPTOR d;
     int is3d;
+    int ready; /* 0: a subclass's descriptor before ArrayDescriptor[3D].__init__ */
 } bc_ArrayDescriptor;
+
+static void
+descriptor_fill(bc_ArrayDescriptor *self, const CUDA_ARRAY3D_DESCRIPTOR *d, int is3d)
+{
+    self->d = *d;
+    if (!is3d) {
+        self->d.Depth = 0;
+        self->d.Flags = 0;
+    }
+    self->is3d = is3d;
+    self->ready = 1;
+}
 
 static PyObject *
 descriptor_make(bc_State *st, const CUDA_ARRAY3D_DESCRIPTOR *d, int is3d)
@@ -156,13 +169,36 @@ descriptor_make(bc_State *st, const CUDA_ARRAY3D_DESCRIPTOR *d, int is3d)
     bc_ArrayDescriptor *self = (bc_ArrayDescriptor *)tp->tp_alloc(tp, 0);
     if (self == NULL)
         return NULL;
-    self->d = *d;
-    if (!is3d) {
-        self->d.Depth = 0;
-        self->d.Flags = 0;
-    }
-    self->is3d = is3d;
+    descriptor_fill(self, d, is3d);
     return (PyObject *)self;
+}
+
+static const char *
+descriptor_base_name(const bc_ArrayDescriptor *self)
+{
+    return self->is3d ? "ArrayDescriptor3D" : "ArrayDescriptor";
+}
+
+/* 0, or -1 with LogicError for a subclass's descriptor whose __init__ never
+ * called the base's. */
+static int
+descriptor_ready(PyObject *self)
+{
+    bc_ArrayDescriptor *s = (bc_ArrayDescriptor *)self;
+    if (s->ready)
+        return 0;
+    return bc_error_logic(bc_state_of(self),
+                          "this %.100s was not initialised: its __init__ must call "
+                          "%s.__init__(self, ...)",
+                          Py_TYPE(self)->tp_name, descriptor_base_name(s));
+}
+
+/* Whether obj is an ArrayDescriptor or ArrayDescriptor3D (or of a subclass). */
+static int
+is_descriptor(bc_State *st, PyObject *obj)
+{
+    return PyObject_TypeCheck(obj, (PyTypeObject *)st->ArrayDescriptorType) ||
+           PyObject_TypeCheck(obj, (PyTypeObject *)st->ArrayDescriptor3DType);
 }
 
 static int
@@ -227,11 +263,10 @@ set_flags_field(PyObject *value, CUDA_ARRAY3D_DESCRIPTOR *d)
     return 0;
 }
 
-static PyObject *
-descriptor_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+/* Parse the 2D or 3D constructor's arguments into *d: 0, or -1. */
+static int
+descriptor_parse(PyObject *args, PyObject *kwargs, int is3d, CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    bc_State *st = (bc_State *)bc_state_of_type(tp);
-    int is3d = tp == (PyTypeObject *)st->ArrayDescriptor3DType;
     static char *kw2[] = {"width", "height", "format", "num_channels", NULL};
     static char *kw3[] = {"width", "height", "depth", "format", "num_channels", "flags", NULL};
     PyObject *w = NULL, *h = NULL, *dep = NULL, *fmt = NULL, *nc = NULL, *fl = NULL;
@@ -240,16 +275,59 @@ descriptor_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
                   : PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO:ArrayDescriptor", kw2, &w,
                                                 &h, &fmt, &nc);
     if (!ok)
+        return -1;
+    memset(d, 0, sizeof *d);
+    d->NumChannels = 1;
+    if ((w && set_size_field(w, "width", &d->Width) < 0) ||
+        (h && set_size_field(h, "height", &d->Height) < 0) ||
+        (dep && set_size_field(dep, "depth", &d->Depth) < 0) ||
+        (fmt && set_format_field(fmt, d) < 0) || (nc && set_channels_field(nc, d) < 0) ||
+        (fl && set_flags_field(fl, d) < 0))
+        return -1;
+    return 0;
+}
+
+/* ArrayDescriptor(...) fills the descriptor in __new__.  A subclass (PyCUDA's
+ * classes are built in __init__, so its own __init__ may take other arguments)
+ * gets an unset one from __new__ and the base's __init__ fills it. */
+static PyObject *
+descriptor_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(tp);
+    if (st == NULL)
         return NULL;
-    CUDA_ARRAY3D_DESCRIPTOR d = {0};
-    d.NumChannels = 1;
-    if ((w && set_size_field(w, "width", &d.Width) < 0) ||
-        (h && set_size_field(h, "height", &d.Height) < 0) ||
-        (dep && set_size_field(dep, "depth", &d.Depth) < 0) ||
-        (fmt && set_format_field(fmt, &d) < 0) || (nc && set_channels_field(nc, &d) < 0) ||
-        (fl && set_flags_field(fl, &d) < 0))
+    if (tp != (PyTypeObject *)st->ArrayDescriptorType &&
+        tp != (PyTypeObject *)st->ArrayDescriptor3DType) {
+        bc_ArrayDescriptor *self = (bc_ArrayDescriptor *)tp->tp_alloc(tp, 0);
+        if (self != NULL) /* ready 0 until __init__ */
+            self->is3d = PyType_IsSubtype(tp, (PyTypeObject *)st->ArrayDescriptor3DType);
+        return (PyObject *)self;
+    }
+    int is3d = tp == (PyTypeObject *)st->ArrayDescriptor3DType;
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (descriptor_parse(args, kwargs, is3d, &d) < 0)
         return NULL;
     return descriptor_make(st, &d, is3d);
+}
+
+static int
+descriptor_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->ArrayDescriptorType) ||
+        Py_IS_TYPE(self, (PyTypeObject *)st->ArrayDescriptor3DType))
+        return 0; /* filled by __new__ from the same arguments */
+    bc_ArrayDescriptor *s = (bc_ArrayDescriptor *)self;
+    if (s->ready) {
+        PyErr_Format(PyExc_TypeError, "%s.__init__() called twice on this %.100s",
+                     descriptor_base_name(s), Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (descriptor_parse(args, kwargs, s->is3d, &d) < 0)
+        return -1;
+    descriptor_fill(s, &d, s->is3d);
+    return 0;
 }
 
 static void
@@ -263,6 +341,8 @@ descriptor_dealloc(PyObject *self)
 static PyObject *
 descriptor_repr(bc_ArrayDescriptor *self)
 {
+    if (!self->ready)
+        return PyUnicode_FromFormat("<%s (not initialised)>", Py_TYPE(self)->tp_name);
     int i = format_index(self->d.Format);
     const char *fname = i < 0 ? "None" : formats[i].name;
     const char *prefix = i < 0 ? "" : "array_format.";
@@ -281,8 +361,13 @@ descriptor_repr(bc_ArrayDescriptor *self)
 static PyObject *
 descriptor_richcompare(PyObject *a, PyObject *b, int op)
 {
-    if ((op != Py_EQ && op != Py_NE) || Py_TYPE(a) != Py_TYPE(b))
+    /* a subclass's descriptor equals the base's of the same fields; a 2D one never
+     * equals a 3D one (NotImplemented both ways: identity decides) */
+    if ((op != Py_EQ && op != Py_NE) || !is_descriptor(bc_state_of(a), b) ||
+        ((bc_ArrayDescriptor *)a)->is3d != ((bc_ArrayDescriptor *)b)->is3d)
         Py_RETURN_NOTIMPLEMENTED;
+    if (descriptor_ready(a) < 0 || descriptor_ready(b) < 0)
+        return NULL;
     const CUDA_ARRAY3D_DESCRIPTOR *x = &((bc_ArrayDescriptor *)a)->d;
     const CUDA_ARRAY3D_DESCRIPTOR *y = &((bc_ArrayDescriptor *)b)->d;
     int eq = x->Width == y->Width && x->Height == y->Height && x->Depth == y->Depth &&
@@ -311,17 +396,23 @@ size_slot(PyObject *self, const size_field *f)
 static PyObject *
 get_size(PyObject *self, void *closure)
 {
+    if (descriptor_ready(self) < 0)
+        return NULL;
     return PyLong_FromSize_t(*size_slot(self, closure));
 }
 static int
 put_size(PyObject *self, PyObject *v, void *closure)
 {
     const size_field *f = closure;
+    if (descriptor_ready(self) < 0)
+        return -1;
     return set_size_field(v, f->name, size_slot(self, f));
 }
 static PyObject *
 get_format(PyObject *self, void *Py_UNUSED(c))
 {
+    if (descriptor_ready(self) < 0)
+        return NULL;
     if (DESC(self)->Format == 0)
         Py_RETURN_NONE;
     return bc_driver_enum(bc_state_of(self), "array_format", DESC(self)->Format);
@@ -329,26 +420,36 @@ get_format(PyObject *self, void *Py_UNUSED(c))
 static int
 put_format(PyObject *self, PyObject *v, void *Py_UNUSED(c))
 {
+    if (descriptor_ready(self) < 0)
+        return -1;
     return set_format_field(v, DESC(self));
 }
 static PyObject *
 get_channels(PyObject *self, void *Py_UNUSED(c))
 {
+    if (descriptor_ready(self) < 0)
+        return NULL;
     return PyLong_FromUnsignedLong(DESC(self)->NumChannels);
 }
 static int
 put_channels(PyObject *self, PyObject *v, void *Py_UNUSED(c))
 {
+    if (descriptor_ready(self) < 0)
+        return -1;
     return set_channels_field(v, DESC(self));
 }
 static PyObject *
 get_flags(PyObject *self, void *Py_UNUSED(c))
 {
+    if (descriptor_ready(self) < 0)
+        return NULL;
     return bc_driver_enum(bc_state_of(self), "array3d_flags", DESC(self)->Flags);
 }
 static int
 put_flags(PyObject *self, PyObject *v, void *Py_UNUSED(c))
 {
+    if (descriptor_ready(self) < 0)
+        return -1;
     return set_flags_field(v, DESC(self));
 }
 
@@ -385,7 +486,8 @@ PyDoc_STRVAR(descriptor3d_doc,
 "surface-capable (SURFACE_LDST).");
 
 static PyType_Slot descriptor_slots[] = {
-    {Py_tp_new, descriptor_new},       {Py_tp_dealloc, descriptor_dealloc},
+    {Py_tp_new, descriptor_new},       {Py_tp_init, descriptor_init},
+    {Py_tp_dealloc, descriptor_dealloc},
     {Py_tp_repr, descriptor_repr},     {Py_tp_richcompare, descriptor_richcompare},
     {Py_tp_getset, descriptor_getset}, {Py_tp_doc, (void *)descriptor_doc},
     {Py_tp_hash, PyObject_HashNotImplemented},
@@ -393,7 +495,8 @@ static PyType_Slot descriptor_slots[] = {
 };
 
 static PyType_Slot descriptor3d_slots[] = {
-    {Py_tp_new, descriptor_new},         {Py_tp_dealloc, descriptor_dealloc},
+    {Py_tp_new, descriptor_new},         {Py_tp_init, descriptor_init},
+    {Py_tp_dealloc, descriptor_dealloc},
     {Py_tp_repr, descriptor_repr},       {Py_tp_richcompare, descriptor_richcompare},
     {Py_tp_getset, descriptor3d_getset}, {Py_tp_doc, (void *)descriptor3d_doc},
     {Py_tp_hash, PyObject_HashNotImplemented},
@@ -403,31 +506,43 @@ static PyType_Slot descriptor3d_slots[] = {
 static PyType_Spec descriptor_spec = {
     .name = "barecuda.driver.ArrayDescriptor",
     .basicsize = sizeof(bc_ArrayDescriptor),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
     .slots = descriptor_slots,
 };
 
 static PyType_Spec descriptor3d_spec = {
     .name = "barecuda.driver.ArrayDescriptor3D",
     .basicsize = sizeof(bc_ArrayDescriptor),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
     .slots = descriptor3d_slots,
 };
 
 /* -------------------------------------------------------------------- Array */
 
+/* `freed` is -1 for a subclass's array whose __init__ has not called Array.__init__:
+ * 0 for one that is set, else -1 with LogicError. */
+static int
+array_ready(bc_State *st, bc_Array *a)
+{
+    if (a->freed >= 0)
+        return 0;
+    return bc_error_logic(st, "this %.100s was not initialised: its __init__ must call "
+                              "Array.__init__(self, descriptor)", Py_TYPE(a)->tp_name);
+}
+
 static int
 array_usable(bc_State *st, bc_Array *a)
 {
     if (a->freed)
-        return bc_error_logic(st, "this Array was freed");
+        return a->freed < 0 ? array_ready(st, a) : bc_error_logic(st, "this Array was freed");
     return bc_context_check_alive(st, a->ctx, "this Array");
 }
 
 bc_Array *
 bc_array_convert(bc_State *st, PyObject *obj)
 {
-    if (Py_TYPE(obj) != (PyTypeObject *)st->ArrayType) {
+    /* exact type first, then subclasses */
+    if (!PyObject_TypeCheck(obj, (PyTypeObject *)st->ArrayType)) {
         PyErr_Format(PyExc_TypeError, "expected a barecuda.driver.Array, not %.100s",
                      Py_TYPE(obj)->tp_name);
         return NULL;
@@ -436,51 +551,105 @@ bc_array_convert(bc_State *st, PyObject *obj)
     return array_usable(st, a) < 0 ? NULL : a;
 }
 
-static PyObject *
-array_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+/* Parse Array's arguments and create the CUarray in the current context: 0 with
+ * *handle, *d and a new reference *ctx, or -1. */
+static int
+array_create(bc_State *st, PyObject *args, PyObject *kwargs, CUarray *handle, bc_Context **ctx,
+             CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    bc_State *st = (bc_State *)bc_state_of_type(tp);
     static char *kwlist[] = {"descriptor", NULL};
     PyObject *desc;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Array", kwlist, &desc))
-        return NULL;
-    if (Py_TYPE(desc) != (PyTypeObject *)st->ArrayDescriptorType &&
-        Py_TYPE(desc) != (PyTypeObject *)st->ArrayDescriptor3DType) {
+        return -1;
+    if (!is_descriptor(st, desc)) {
         PyErr_Format(PyExc_TypeError,
                      "Array() takes an ArrayDescriptor or ArrayDescriptor3D, not %.100s",
                      Py_TYPE(desc)->tp_name);
-        return NULL;
+        return -1;
     }
-    CUDA_ARRAY3D_DESCRIPTOR d = ((bc_ArrayDescriptor *)desc)->d;
+    if (descriptor_ready(desc) < 0)
+        return -1;
+    *d = ((bc_ArrayDescriptor *)desc)->d;
     geometry g;
-    if (check_descriptor(&d, "Array()") < 0 || array_geometry(&d, &g) < 0)
-        return NULL;
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return NULL;
-    CUarray handle = NULL;
+    if (check_descriptor(d, "Array()") < 0 || array_geometry(d, &g) < 0)
+        return -1;
+    *ctx = bc_context_current(st);
+    if (*ctx == NULL)
+        return -1;
     CUresult rc;
+    *handle = NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = bc_drv.cuArray3DCreate(&handle, &d);
+    rc = bc_drv.cuArray3DCreate(handle, d);
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuArray3DCreate") < 0) {
-        Py_DECREF(ctx);
-        return NULL;
+        Py_CLEAR(*ctx);
+        return -1;
     }
+    return 0;
+}
+
+/* Set self over a new CUarray; steals the reference to ctx. */
+static void
+array_fill(bc_Array *self, CUarray handle, bc_Context *ctx, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    self->handle = handle;
+    self->ctx = ctx;
+    self->desc = *d;
+    self->freed = 0;
+    bc_context_memory_made(ctx, &self->counted);
+    self->users = 0;
+}
+
+/* Array(descriptor) creates the array in __new__.  A subclass (PyCUDA's classes
+ * are built in __init__, so its own __init__ may take other arguments) gets an
+ * unset array from __new__ (freed -1) and Array.__init__ creates it. */
+static PyObject *
+array_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(tp);
+    if (st == NULL)
+        return NULL;
+    if (tp != (PyTypeObject *)st->ArrayType) {
+        bc_Array *self = (bc_Array *)tp->tp_alloc(tp, 0);
+        if (self != NULL)
+            self->freed = -1;
+        return (PyObject *)self;
+    }
+    CUarray handle;
+    bc_Context *ctx;
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (array_create(st, args, kwargs, &handle, &ctx, &d) < 0)
+        return NULL;
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
     bc_Array *self = (bc_Array *)tp->tp_alloc(tp, 0);
     if (self == NULL) {
         bc_drv.cuArrayDestroy(handle);
         Py_DECREF(ctx);
         return NULL;
     }
-    self->handle = handle;
-    self->ctx = ctx; /* steals the reference */
-    self->desc = d;
-    self->freed = 0;
-    bc_context_memory_made(ctx, &self->counted);
-    self->users = 0;
-    self->weakreflist = NULL;
+    array_fill(self, handle, ctx, &d);
     return (PyObject *)self;
+}
+
+static int
+array_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->ArrayType))
+        return 0; /* created by __new__ from the same arguments */
+    bc_Array *a = (bc_Array *)self;
+    if (a->freed >= 0) {
+        PyErr_Format(PyExc_TypeError, "Array.__init__() called twice on this %.100s",
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    CUarray handle;
+    bc_Context *ctx;
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (array_create(st, args, kwargs, &handle, &ctx, &d) < 0)
+        return -1;
+    array_fill(a, handle, ctx, &d);
+    return 0;
 }
 
 /* Destroy the array with its context current; the driver's answer. */
@@ -815,6 +984,8 @@ array_get_handle(bc_Array *self, void *Py_UNUSED(c))
 static PyObject *
 array_get_shape(bc_Array *self, void *Py_UNUSED(c))
 {
+    if (array_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
     npy_intp dims[4];
     int nd;
     return array_shape_tuple(&self->desc, dims, &nd);
@@ -823,6 +994,8 @@ array_get_shape(bc_Array *self, void *Py_UNUSED(c))
 static PyObject *
 array_get_dtype(bc_Array *self, void *Py_UNUSED(c))
 {
+    if (array_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL; /* an unset array has no format */
     PyArray_Descr *d = PyArray_DescrFromType(formats[format_index(self->desc.Format)].typenum);
     return (PyObject *)d;
 }
@@ -830,6 +1003,8 @@ array_get_dtype(bc_Array *self, void *Py_UNUSED(c))
 static PyObject *
 array_get_nbytes(bc_Array *self, void *Py_UNUSED(c))
 {
+    if (array_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
     geometry g;
     if (array_geometry(&self->desc, &g) < 0)
         return NULL;
@@ -845,7 +1020,7 @@ array_get_context(bc_Array *self, void *Py_UNUSED(c))
 static PyObject *
 array_get_freed(bc_Array *self, void *Py_UNUSED(c))
 {
-    return PyBool_FromLong(self->freed);
+    return PyBool_FromLong(self->freed > 0);
 }
 
 static PyObject *
@@ -858,6 +1033,8 @@ static PyObject *
 array_repr(bc_Array *self)
 {
     const CUDA_ARRAY3D_DESCRIPTOR *d = &self->desc;
+    if (self->freed < 0)
+        return PyUnicode_FromString("<barecuda.driver.Array (not initialised)>");
     return PyUnicode_FromFormat(
         "<barecuda.driver.Array %zux%zux%zu %s x%u flags=0x%x%s>", d->Width, d->Height,
         d->Depth, formats[format_index(d->Format)].name, d->NumChannels, d->Flags,
@@ -904,6 +1081,7 @@ PyDoc_STRVAR(array_doc,
 
 static PyType_Slot array_slots[] = {
     {Py_tp_new, array_new},
+    {Py_tp_init, array_init},
     {Py_tp_dealloc, array_dealloc},
     {Py_tp_traverse, array_traverse},
     {Py_tp_repr, array_repr},
@@ -917,7 +1095,8 @@ static PyType_Slot array_slots[] = {
 static PyType_Spec array_spec = {
     .name = "barecuda.driver.Array",
     .basicsize = sizeof(bc_Array),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = array_slots,
 };
 

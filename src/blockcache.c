@@ -22,7 +22,12 @@
  * mem_alloc() does the same, so memory the array layer keeps never makes another
  * allocation fail.  The pool is destroyed when the context is let go, after its
  * caches are emptied; a detached primary context waits for its last allocation
- * first (src/context.c), and its pool then keeps nothing freed into it. */
+ * first (src/context.c), and its pool then keeps nothing freed into it.
+ *
+ * The floors below hear of none of this by name: at module init this file
+ * registers its hooks with src/context.c (emptying the cache, keeping nothing,
+ * destroying the pool, Context.array_pool) and src/memory.c (a cached
+ * allocation collected, mem_alloc() out of memory). */
 #include "barecuda/blockcache.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
@@ -301,8 +306,41 @@ static PyMethodDef blockcache_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* ------------------------------------------------------------ hooks */
+
+/* BC_CTX_DROP_CACHES: `release` frees the cached blocks (the context stays
+ * valid: a primary context somebody else may still retain); otherwise they go
+ * with the context, except when they came from the array pool, a device-wide
+ * object: then they are freed into it before it is destroyed.  Freeing memory
+ * into a pool after cuMemPoolDestroy killed test processes with SIGFPE inside
+ * the driver's next cuMemAllocFromPoolAsync (H100, driver 580). */
+static void
+on_drop_caches(bc_Context *ctx, int release)
+{
+    bc_block_flush(ctx, release || ctx->array_pool != NULL);
+}
+
+static void
+on_keep_nothing(bc_Context *ctx, int Py_UNUSED(arg))
+{
+    bc_array_pool_keep_nothing(ctx);
+}
+
+static void
+on_letting_go(bc_Context *ctx, int Py_UNUSED(arg))
+{
+    bc_array_pool_destroy(ctx);
+}
+
 int
 bc_blockcache_setup(PyObject *m, bc_State *Py_UNUSED(st))
 {
+    if (bc_context_on(BC_CTX_DROP_CACHES, on_drop_caches) < 0 ||
+        bc_context_on(BC_CTX_KEEP_NOTHING, on_keep_nothing) < 0 ||
+        bc_context_on(BC_CTX_LETTING_GO, on_letting_go) < 0)
+        return -1;
+    bc_context_set_array_pool_getter(bc_array_pool_get);
+    bc_memory_on_cached_end(bc_block_give);
+    bc_memory_on_out_of_memory(bc_array_pool_reclaim);
     return PyModule_AddFunctions(m, blockcache_methods);
 }

@@ -10,16 +10,55 @@
  * makes those objects' later releases no-ops.  A primary context detached while
  * memory made in it lives keeps its retain (and its array pool) until the last
  * of that memory is freed: the objects are refused meanwhile, but their memory is
- * freed, not leaked, when another retain keeps the context alive. */
+ * freed, not leaked, when another retain keeps the context alive.
+ *
+ * This is the floor of contexts: what the floors above keep for a context
+ * (streams' keep lists, the array layer's block cache and pool, the argument
+ * memos) hears of its detach, release and end through the hooks they register
+ * here (bc_context_on); this file names none of them. */
 #include "barecuda/context.h"
-#include "barecuda/argpack.h"
-#include "barecuda/blockcache.h"
 #include "barecuda/error.h"
-#include "barecuda/stream.h"
 #include "barecuda/trace.h"
 #include "barecuda/loader.h"
 
 #include <stdlib.h>
+
+/* ------------------------------------------------------------ hooks */
+
+#define HOOKS_PER_EVENT 4
+static bc_context_hook hooks[BC_CTX_NEVENTS][HOOKS_PER_EVENT];
+static bc_context_getter array_pool_getter;
+
+int
+bc_context_on(enum bc_context_event ev, bc_context_hook fn)
+{
+    for (int i = 0; i < HOOKS_PER_EVENT; i++) {
+        if (hooks[ev][i] == fn)
+            return 0;
+        if (hooks[ev][i] == NULL) {
+            hooks[ev][i] = fn;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_RuntimeError, "bc_context_on: more than %d hooks for event %d",
+                 HOOKS_PER_EVENT, (int)ev);
+    return -1;
+}
+
+void
+bc_context_set_array_pool_getter(bc_context_getter fn)
+{
+    array_pool_getter = fn;
+}
+
+static void
+run_hooks(enum bc_context_event ev, bc_Context *ctx, int arg)
+{
+    for (int i = 0; i < HOOKS_PER_EVENT && hooks[ev][i] != NULL; i++)
+        hooks[ev][i](ctx, arg);
+}
+
+/* ------------------------------------------------------------ the registry */
 
 static PyObject *
 handle_key(CUcontext handle)
@@ -85,21 +124,19 @@ registry_add(bc_State *st, bc_Context *ctx)
     return rc;
 }
 
-/* Empty the kernel cache, then the block cache (context_let_go destroys the
- * array pool after them).  The kernel cache may hold GPUArrays (rand()'s
- * generator state): dropping it first frees them into the pool while the pool
- * still exists, and puts their small blocks into the block cache.  `release`
- * frees the cached blocks (the context stays valid: a primary context somebody
- * else may still retain); otherwise they go with the context, except when they
- * came from the array pool, a device-wide object: then they are freed into it
- * before it is destroyed.  Freeing memory into a pool after cuMemPoolDestroy
- * killed test processes with SIGFPE inside the driver's next
- * cuMemAllocFromPoolAsync (H100, driver 580). */
+/* Empty the kernel cache, then the caches of the floors above (BC_CTX_DROP_CACHES:
+ * the block cache; context_let_go's BC_CTX_LETTING_GO destroys the array pool
+ * after them).  The kernel cache may hold GPUArrays (rand()'s generator state):
+ * dropping it first frees them into the pool while the pool still exists, and
+ * puts their small blocks into the block cache.  `release` gives the cached
+ * memory back (the context stays valid: a primary context somebody else may
+ * still retain); otherwise it may go with the context (src/blockcache.c frees
+ * blocks of the array pool into it all the same, before it is destroyed). */
 static void
 context_drop_caches(bc_Context *self, int release)
 {
     Py_CLEAR(self->kernels);
-    bc_block_flush(self, release || self->array_pool != NULL);
+    run_hooks(BC_CTX_DROP_CACHES, self, release);
 }
 
 static bc_Context *
@@ -288,7 +325,7 @@ context_mark_released(bc_Context *self)
     if (self->released)
         return 0;
     self->released = 1;
-    bc_args_memo_invalidate(); /* its allocations are no longer valid arguments */
+    run_hooks(BC_CTX_RELEASED, self, 0); /* its allocations are no longer valid arguments */
     return 1;
 }
 
@@ -298,15 +335,16 @@ release_routine(int kind)
     return kind == BC_CTX_OWNED ? "cuCtxDestroy" : "cuDevicePrimaryCtxRelease";
 }
 
-/* Give the handle up (GIL held; released around the driver's calls): destroy the
- * array pool, then release the retain or destroy the context.  Objects made in
+/* Give the handle up (GIL held; released around the driver's calls): what lives
+ * in it goes first (BC_CTX_LETTING_GO: the array pool), then the retain is
+ * released or the context destroyed.  Objects made in
  * it skip their own release from here on.  Callers emptied the caches first. */
 static CUresult
 context_let_go(bc_Context *self)
 {
     if (self->let_go)
         return CUDA_SUCCESS;
-    bc_array_pool_destroy(self);
+    run_hooks(BC_CTX_LETTING_GO, self, 0);
     self->let_go = 1;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
@@ -760,12 +798,12 @@ context_detach(bc_Context *self, PyObject *Py_UNUSED(ignored))
     if (self->released)
         Py_RETURN_NONE;
     /* first: the host buffers its streams keep are often all that memory is */
-    bc_stream_let_go_kept(self);
+    run_hooks(BC_CTX_DETACHING, self, 0);
     context_drop_caches(self, self->kind != BC_CTX_OWNED);
     if (!context_mark_released(self)) /* detached meanwhile (another thread, a destructor) */
         Py_RETURN_NONE;
     if (self->kind == BC_CTX_PRIMARY && self->live_memory > 0) {
-        bc_array_pool_keep_nothing(self);
+        run_hooks(BC_CTX_KEEP_NOTHING, self, 0);
         Py_RETURN_NONE; /* bc_context_memory_freed lets go with the last of it */
     }
     if (bc_check(bc_state_of((PyObject *)self), context_let_go(self), release_routine(self->kind)) < 0)
@@ -838,7 +876,9 @@ context_get_kernels(bc_Context *self, void *Py_UNUSED(closure))
 static PyObject *
 context_get_array_pool(bc_Context *self, void *Py_UNUSED(closure))
 {
-    return bc_array_pool_get(bc_state_of((PyObject *)self), self);
+    if (array_pool_getter == NULL)
+        Py_RETURN_NONE;
+    return array_pool_getter(bc_state_of((PyObject *)self), self);
 }
 
 static PyMethodDef context_methods[] = {
@@ -970,5 +1010,6 @@ bc_context_setup(PyObject *m, bc_State *st)
 {
     if (bc_add_type(m, &context_spec, NULL, &st->ContextType) < 0)
         return -1;
+    bc_trace_set_context_require(bc_context_require); /* for _trace_start() */
     return PyModule_AddFunctions(m, context_functions);
 }

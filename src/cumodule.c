@@ -6,7 +6,12 @@
  * the error log in its message, a successful one hands both logs to the caller's
  * message_handler(compile_success, info_log, error_log) as PyCUDA does.  Loading
  * and unloading run with the GIL released.  A Module holds its Context; every
- * Function and global pointer taken from it holds the Module. */
+ * Function and global pointer taken from it holds the Module.
+ *
+ * Function (src/function.c, with the launch machinery on a floor above) holds
+ * its Module; get_function() makes one through the constructor function.c
+ * registers here at module init (bc_module_set_function_maker), so this file
+ * never calls up. */
 #include "barecuda/module.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
@@ -377,6 +382,14 @@ PyDoc_STRVAR(get_function_doc,
 "get_function($self, name)\n--\n\n"
 "The kernel `name` of this module as a Function (LogicError naming it when missing).");
 
+static bc_function_maker function_maker;
+
+void
+bc_module_set_function_maker(bc_function_maker fn)
+{
+    function_maker = fn;
+}
+
 static PyObject *
 module_get_function(bc_Module *self, PyObject *name)
 {
@@ -388,7 +401,11 @@ module_get_function(bc_Module *self, PyObject *name)
     }
     if (bc_module_usable(st, self) < 0)
         return NULL;
-    return bc_function_new(st, self, name);
+    if (function_maker == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "get_function(): functions are not set up");
+        return NULL;
+    }
+    return function_maker(st, self, name);
 }
 
 PyDoc_STRVAR(get_global_doc,

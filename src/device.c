@@ -1,23 +1,40 @@
 /* SPDX-License-Identifier: MIT */
-/* Device: one CUdevice, found by ordinal or PCI bus id.
+/* Device: one CUdevice, found by ordinal or PCI bus id; and the driver's version
+ * (get_driver_version).  Above src/context.c on its floor: a Device makes and
+ * resets contexts, while a Context names its device through the inline
+ * bc_device_new of context.h.
  *
  * Attributes are read with get_attribute(device_attribute.X), all at once with
  * get_attributes(), or as lower-case shortcuts (dev.multiprocessor_count) that
  * fall back to the header's CU_DEVICE_ATTRIBUTE_* table. */
 #include "barecuda/context.h"
+#include "barecuda/argparse.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 #include "bc_tables.h"
 
 #include <ctype.h>
 
-PyObject *
-bc_device_new(bc_State *st, CUdevice dev)
+int
+bc_device_of(bc_State *st, PyObject *obj, CUdevice *out)
 {
-    bc_Device *self = PyObject_New(bc_Device, (PyTypeObject *)st->DeviceType);
-    if (self != NULL)
-        self->handle = dev;
-    return (PyObject *)self;
+    if (obj == NULL || obj == Py_None) {
+        bc_Context *ctx = bc_context_current(st);
+        if (ctx == NULL)
+            return -1;
+        *out = ctx->device;
+        Py_DECREF(ctx);
+        return 0;
+    }
+    if (PyObject_TypeCheck(obj, (PyTypeObject *)st->DeviceType)) {
+        *out = ((bc_Device *)obj)->handle;
+        return 0;
+    }
+    long long ordinal;
+    if (bc_arg_long(obj, "device", 0, 1 << 20, &ordinal) < 0)
+        return -1;
+    BC_REQUIRE_DRIVER(st, -1);
+    return bc_check(st, bc_drv.cuDeviceGet(out, (int)ordinal), "cuDeviceGet");
 }
 
 /* The CUdevice that Device(ordinal) names (0), or -1 with an exception. */
@@ -502,8 +519,30 @@ static PyType_Spec device_spec = {
     .slots = device_slots,
 };
 
+PyDoc_STRVAR(get_driver_version_doc,
+"get_driver_version()\n--\n\n"
+"The CUDA version the installed driver supports, as an int (13000 for 13.0).");
+
+static PyObject *
+bc_get_driver_version(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_from_module(m);
+    BC_REQUIRE_DRIVER(st, NULL);
+    int v = 0;
+    if (bc_check(st, bc_drv.cuDriverGetVersion(&v), "cuDriverGetVersion") < 0)
+        return NULL;
+    return PyLong_FromLong(v);
+}
+
+static PyMethodDef device_functions[] = {
+    {"get_driver_version", bc_get_driver_version, METH_NOARGS, get_driver_version_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 int
 bc_device_setup(PyObject *m, bc_State *st)
 {
-    return bc_add_type(m, &device_spec, NULL, &st->DeviceType);
+    if (bc_add_type(m, &device_spec, NULL, &st->DeviceType) < 0)
+        return -1;
+    return PyModule_AddFunctions(m, device_functions);
 }

@@ -10,7 +10,11 @@
  * When the driver can describe the kernel's parameters (cuFuncGetParamInfo),
  * Function keeps their offsets and sizes, read once when it is made, so
  * argpack.c places each argument at the kernel's own offset and checks its
- * size.  What __call__ and prepare() accept is described in argpack.c. */
+ * size.  What __call__ and prepare() accept is described in argpack.c.
+ *
+ * On the launch floor with argpack.c, above Module (src/cumodule.c), whose
+ * get_function() makes Functions through bc_function_new, registered with it at
+ * module init. */
 #include "barecuda/module.h"
 #include "barecuda/argpack.h"
 #include "barecuda/argparse.h"
@@ -1204,5 +1208,6 @@ bc_function_setup(PyObject *m, bc_State *st)
     if (bc_add_type(m, &function_spec, NULL, &st->FunctionType) < 0 ||
         bc_argpack_setup(m, st) < 0)
         return -1;
+    bc_module_set_function_maker(bc_function_new); /* Module.get_function() */
     return PyModule_AddFunctions(m, function_functions);
 }

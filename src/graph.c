@@ -45,8 +45,10 @@ exec_usable(bc_State *st, bc_GraphExec *g)
     return bc_context_check_alive(st, g->ctx, "this GraphExec");
 }
 
-PyObject *
-bc_graph_wrap(bc_State *st, CUgraph graph, bc_Context *ctx)
+/* A Graph object for a captured CUgraph (Stream.end_capture, through the maker
+ * registered with src/stream.c): takes ownership, holds ctx. */
+static PyObject *
+graph_wrap(bc_State *st, CUgraph graph, bc_Context *ctx)
 {
     bc_Graph *self = PyObject_GC_New(bc_Graph, (PyTypeObject *)st->GraphType);
     if (self == NULL) {
@@ -432,5 +434,6 @@ bc_graph_setup(PyObject *m, bc_State *st)
     if (bc_add_type(m, &graph_spec, NULL, &st->GraphType) < 0 ||
         bc_add_type(m, &exec_spec, NULL, &st->GraphExecType) < 0)
         return -1;
+    bc_stream_set_graph_maker(graph_wrap);
     return PyModule_AddFunctions(m, graph_functions);
 }

@@ -6,7 +6,11 @@
  * Every allocation holds its Context and is released with that context current,
  * from any thread; free()/unregister() are idempotent, and after a release every
  * use raises LogicError.  Memory handed out as NumPy arrays lives as long as the
- * array: the allocation object is the array's base. */
+ * array: the allocation object is the array's base.
+ *
+ * The host pool of src/hostpool.c (a floor above) page-locks buffers of its own;
+ * when the program registers one of them, the pool's hook (registered here at
+ * module init: bc_hostmem_on_register_clash) gives its registration up first. */
 #include "barecuda/memory.h"
 #include "barecuda/argparse.h"
 #include "barecuda/error.h"
@@ -16,6 +20,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+static int (*on_register_clash)(const void *p);
+
+void
+bc_hostmem_on_register_clash(int (*fn)(const void *p))
+{
+    on_register_clash = fn;
+}
 
 /* --------------------------------------------- shapes, dtypes and orders */
 
@@ -834,7 +846,8 @@ bc_register_host_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bc_drv.cuMemHostRegister(self->ptr, self->size, flags);
-    if (rc == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && bc_hostpool_release(self->ptr))
+    if (rc == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED && on_register_clash != NULL &&
+        on_register_clash(self->ptr))
         rc = bc_drv.cuMemHostRegister(self->ptr, self->size, flags); /* get()'s array */
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuMemHostRegister") < 0)

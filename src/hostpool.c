@@ -24,7 +24,8 @@
  * stays ours, so its address cannot be anybody else's meanwhile).  Async
  * copies keep NumPy's pageable arrays (gpuarray.py): page-locked memory would
  * make them truly asynchronous.  register_host_memory() on a pool array ends
- * the pool's registration (bc_hostpool_release) and makes the program's. */
+ * the pool's registration (release_registration, the hook the pool registers
+ * with src/hostmem.c) and makes the program's. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
 #include "barecuda/error.h"
@@ -334,8 +335,11 @@ maybe_register(char *p)
     pthread_mutex_unlock(&pool.mu);
 }
 
-int
-bc_hostpool_release(const void *p)
+/* If p lies in host-pool memory the pool page-locked, end that registration, so
+ * that the program can register the memory itself (register_host_memory, through
+ * the hook registered with src/hostmem.c); 1 when one ended. */
+static int
+release_registration(const void *p)
 {
     pthread_mutex_lock(&pool.mu);
     char *start = NULL;
@@ -458,6 +462,7 @@ int
 bc_hostpool_setup(PyObject *m, bc_State *Py_UNUSED(st))
 {
     pthread_once(&atfork_once, register_atfork);
+    bc_hostmem_on_register_clash(release_registration);
     if (PyModule_AddIntConstant(m, "_HOST_POOL_MIN", (long)POOL_MIN) < 0)
         return -1;
     return PyModule_AddFunctions(m, hostpool_methods);

@@ -33,7 +33,7 @@ typedef struct {
     PyObject *handler;  /* callable or NULL */
     bc_jit_options opts; /* must outlive `state`: the driver writes the logs */
     int ninputs;
-    int closed;
+    int closed;         /* 1 once closed; -1: a subclass's Linker before Linker.__init__ */
     int linked;
     int busy;           /* a call has the GIL released: other threads keep off */
     PyObject *weakreflist;
@@ -51,9 +51,22 @@ input_name(CUjitInputType type)
 
 /* ------------------------------------------------------------ helpers */
 
+/* 0, or -1 with LogicError for a subclass's Linker whose __init__ never called
+ * Linker.__init__. */
+static int
+linker_ready(bc_State *st, bc_Linker *self)
+{
+    if (self->closed >= 0)
+        return 0;
+    return bc_error_logic(st, "this %.100s was not initialised: its __init__ must call "
+                              "Linker.__init__(self, ...)", Py_TYPE(self)->tp_name);
+}
+
 static int
 linker_open(bc_State *st, bc_Linker *self)
 {
+    if (self->closed < 0)
+        return linker_ready(st, self);
     if (self->closed)
         return bc_error_logic(st, self->linked ? "this Linker was finished by link_module()"
                                                : "this Linker was closed");
@@ -131,39 +144,81 @@ input_type_arg(PyObject *obj, CUjitInputType *out)
 
 /* ------------------------------------------------------------ Linker */
 
+/* Parse Linker's arguments: 0 with *handler (borrowed, NULL for None) and *opts
+ * (the caller frees them), or -1. */
+static int
+linker_parse(bc_State *st, PyObject *args, PyObject *kwargs, PyObject **handler,
+             bc_jit_options *opts)
+{
+    static char *kwlist[] = {"message_handler", "options", "log_verbose", NULL};
+    PyObject *h = Py_None, *options = Py_None;
+    int verbose = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOp:Linker", kwlist, &h, &options,
+                                     &verbose))
+        return -1;
+    if (h != Py_None && !PyCallable_Check(h)) {
+        PyErr_Format(PyExc_TypeError, "Linker(): message_handler must be callable or None, "
+                                      "not %.100s", Py_TYPE(h)->tp_name);
+        return -1;
+    }
+    if (bc_jit_options_fill(st, options, opts) < 0)
+        return -1;
+    opts->keys[opts->n] = CU_JIT_LOG_VERBOSE;
+    opts->values[opts->n++] = (void *)(uintptr_t)(verbose ? 1 : 0);
+    *handler = h == Py_None ? NULL : h;
+    return 0;
+}
+
+/* Linker(...) is set up in __new__.  A subclass (PyCUDA's classes are built in
+ * __init__, so its own __init__ may take other arguments) gets an unset Linker
+ * from __new__ (closed -1) and Linker.__init__ sets it up. */
 static PyObject *
 linker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = bc_state_of_type(type);
-    static char *kwlist[] = {"message_handler", "options", "log_verbose", NULL};
-    PyObject *handler = Py_None, *options = Py_None;
-    int verbose = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOp:Linker", kwlist, &handler, &options,
-                                     &verbose))
+    if (st == NULL)
         return NULL;
-    if (handler != Py_None && !PyCallable_Check(handler)) {
-        PyErr_Format(PyExc_TypeError, "Linker(): message_handler must be callable or None, "
-                                      "not %.100s", Py_TYPE(handler)->tp_name);
-        return NULL;
+    if (type != (PyTypeObject *)st->LinkerType) {
+        bc_Linker *self = (bc_Linker *)type->tp_alloc(type, 0);
+        if (self != NULL)
+            self->closed = -1;
+        return (PyObject *)self;
     }
+    PyObject *handler;
     bc_jit_options opts;
-    if (bc_jit_options_fill(st, options, &opts) < 0)
+    if (linker_parse(st, args, kwargs, &handler, &opts) < 0)
         return NULL;
-    opts.keys[opts.n] = CU_JIT_LOG_VERBOSE;
-    opts.values[opts.n++] = (void *)(uintptr_t)(verbose ? 1 : 0);
-    bc_Linker *self = PyObject_GC_New(bc_Linker, type);
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
+    bc_Linker *self = (bc_Linker *)type->tp_alloc(type, 0);
     if (self == NULL) {
         bc_jit_options_free(&opts);
         return NULL;
     }
-    self->state = NULL;
-    self->ctx = NULL;
-    self->handler = handler == Py_None ? NULL : Py_NewRef(handler);
+    self->handler = Py_XNewRef(handler);
     self->opts = opts;
-    self->ninputs = self->closed = self->linked = self->busy = 0;
-    self->weakreflist = NULL;
-    PyObject_GC_Track(self);
     return (PyObject *)self;
+}
+
+static int
+linker_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->LinkerType))
+        return 0; /* set up by __new__ from the same arguments */
+    bc_Linker *l = (bc_Linker *)self;
+    if (l->closed >= 0) {
+        PyErr_Format(PyExc_TypeError, "Linker.__init__() called twice on this %.100s",
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    PyObject *handler;
+    bc_jit_options opts;
+    if (linker_parse(st, args, kwargs, &handler, &opts) < 0)
+        return -1;
+    l->handler = Py_XNewRef(handler);
+    l->opts = opts;
+    l->closed = 0;
+    return 0;
 }
 
 static int
@@ -459,6 +514,8 @@ static PyObject *
 linker_close(bc_Linker *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (self->closed < 0)
+        Py_RETURN_NONE; /* never set up: nothing to destroy */
     if (self->busy) {
         bc_error_logic(st, "this Linker is in use by another thread");
         return NULL;
@@ -490,7 +547,7 @@ linker_get_context(bc_Linker *self, void *Py_UNUSED(closure))
 static PyObject *
 linker_get_closed(bc_Linker *self, void *Py_UNUSED(closure))
 {
-    return PyBool_FromLong(self->closed);
+    return PyBool_FromLong(self->closed > 0);
 }
 
 static PyObject *
@@ -502,18 +559,24 @@ linker_get_ninputs(bc_Linker *self, void *Py_UNUSED(closure))
 static PyObject *
 linker_get_info_log(bc_Linker *self, void *Py_UNUSED(closure))
 {
+    if (linker_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL; /* no log buffers yet */
     return self->busy ? PyUnicode_FromString("") : bc_jit_log_str(self->opts.info_log);
 }
 
 static PyObject *
 linker_get_error_log(bc_Linker *self, void *Py_UNUSED(closure))
 {
+    if (linker_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
     return self->busy ? PyUnicode_FromString("") : bc_jit_log_str(self->opts.error_log);
 }
 
 static PyObject *
 linker_repr(bc_Linker *self)
 {
+    if (self->closed < 0)
+        return PyUnicode_FromString("<barecuda.driver.Linker (not initialised)>");
     return PyUnicode_FromFormat("<barecuda.driver.Linker, %d input%s%s>", self->ninputs,
                                 self->ninputs == 1 ? "" : "s",
                                 self->linked ? ", linked" : self->closed ? ", closed" : "");
@@ -569,6 +632,7 @@ PyDoc_STRVAR(linker_doc,
 
 static PyType_Slot linker_slots[] = {
     {Py_tp_new, linker_new},
+    {Py_tp_init, linker_init},
     {Py_tp_dealloc, linker_dealloc},
     {Py_tp_traverse, linker_traverse},
     {Py_tp_clear, linker_clear},
@@ -583,7 +647,8 @@ static PyType_Slot linker_slots[] = {
 static PyType_Spec linker_spec = {
     .name = "barecuda.driver.Linker",
     .basicsize = sizeof(bc_Linker),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = linker_slots,
 };
 

@@ -16,7 +16,6 @@
  * by full path, before NVRTC's first use; glibc then answers NVRTC's own dlopen
  * with the object already loaded (it matches loaded objects by soname). */
 #include "barecuda/loader.h"
-#include "barecuda/error.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -366,14 +365,19 @@ load_nvrtc_builtins(bc_nvrtc_table *table)
             if (strncmp(e->d_name, soname, n) != 0 || (e->d_name[n] != '\0' &&
                                                       e->d_name[n] != '.'))
                 continue;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            int len = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (len < 0 || (size_t)len >= sizeof path)
+                continue; /* a name that does not fit is not one of ours */
             b = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         }
         closedir(d);
         if (b == NULL)
             return;
     }
-    snprintf(builtins_path, sizeof builtins_path, "%s", path);
+    int len = snprintf(builtins_path, sizeof builtins_path, "%s", path);
+    if (len < 0 || (size_t)len >= sizeof builtins_path) /* for reports only: say so */
+        snprintf(builtins_path, sizeof builtins_path, "%s (in a folder too long to show)",
+                 soname);
 }
 
 int
@@ -434,21 +438,6 @@ bc_init(PyObject *m, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(get_driver_version_doc,
-"get_driver_version()\n--\n\n"
-"The CUDA version the installed driver supports, as an int (13000 for 13.0).");
-
-static PyObject *
-bc_get_driver_version(PyObject *m, PyObject *Py_UNUSED(ignored))
-{
-    bc_State *st = bc_state_from_module(m);
-    BC_REQUIRE_DRIVER(st, NULL);
-    int v = 0;
-    if (bc_check(st, bc_drv.cuDriverGetVersion(&v), "cuDriverGetVersion") < 0)
-        return NULL;
-    return PyLong_FromLong(v);
-}
-
 PyDoc_STRVAR(nvrtc_version_doc,
 "nvrtc_version()\n--\n\n"
 "(major, minor) of the NVRTC that barecuda loaded (loading it if needed).");
@@ -488,7 +477,6 @@ bc_loader_info(PyObject *m, PyObject *Py_UNUSED(ignored))
 
 static PyMethodDef loader_methods[] = {
     {"init", (PyCFunction)(void (*)(void))bc_init, METH_VARARGS | METH_KEYWORDS, init_doc},
-    {"get_driver_version", bc_get_driver_version, METH_NOARGS, get_driver_version_doc},
     {"nvrtc_version", bc_nvrtc_version, METH_NOARGS, nvrtc_version_doc},
     {"loader_info", bc_loader_info, METH_NOARGS, loader_info_doc},
     {NULL, NULL, 0, NULL},

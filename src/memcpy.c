@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Copies and fills: memset_*, memcpy_htod/dtoh/dtod (and _async; the
  * synchronous host copies of large pageable memory staged by src/staging.c), peer
- * copies, the Memcpy2D / Memcpy3D / Memcpy3DPeer descriptors, and the private
- * C-loop copy benchmark that bench.py measures the Python API against.
+ * copies and the Memcpy2D / Memcpy3D / Memcpy3DPeer descriptors (the C-loop copy
+ * floor that the benchmark sets them against is src/copybench.c).
  *
  * Every byte count is checked before the driver sees it: against the host
  * buffer's length and, where the device end is one of our allocations, against
@@ -569,7 +569,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    int kind;
+    int kind; /* KIND_*; -1: a subclass's descriptor before the base's __init__ */
     CUDA_MEMCPY3D_PEER p;
     copy_end src, dst;
     PyObject *weakreflist;
@@ -585,26 +585,89 @@ end_clear(copy_end *e)
     Py_CLEAR(e->obj);
 }
 
+static const char *const kind_names[] = {"Memcpy2D", "Memcpy3D", "Memcpy3DPeer"};
+
+/* The kind of copy a type (ours or a subclass) makes. */
+static int
+kind_of_type(bc_State *st, PyTypeObject *tp)
+{
+    if (PyType_IsSubtype(tp, (PyTypeObject *)st->Memcpy2DType))
+        return KIND_2D;
+    if (PyType_IsSubtype(tp, (PyTypeObject *)st->Memcpy3DType))
+        return KIND_3D;
+    return KIND_PEER;
+}
+
+/* Whether tp is Memcpy2D, Memcpy3D or Memcpy3DPeer itself (not a subclass). */
+static int
+is_base_type(bc_State *st, PyTypeObject *tp)
+{
+    return tp == (PyTypeObject *)st->Memcpy2DType || tp == (PyTypeObject *)st->Memcpy3DType ||
+           tp == (PyTypeObject *)st->Memcpy3DPeerType;
+}
+
+static int
+no_arguments(PyObject *args, PyObject *kwargs, const char *what)
+{
+    if ((args && PyTuple_GET_SIZE(args)) || (kwargs && PyDict_GET_SIZE(kwargs))) {
+        PyErr_Format(PyExc_TypeError, "%s takes no arguments", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* Memcpy2D() and the others are ready from __new__.  A subclass (PyCUDA's
+ * classes are built in __init__, so its own __init__ may take arguments) gets an
+ * unset descriptor from __new__, whatever the arguments, and the base's
+ * __init__ sets it. */
 static PyObject *
 memcpy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = bc_state_of_type(type);
-    if ((args && PyTuple_GET_SIZE(args)) || (kwargs && PyDict_GET_SIZE(kwargs))) {
-        PyErr_SetString(PyExc_TypeError, "this copy descriptor takes no arguments");
+    if (st == NULL)
         return NULL;
-    }
-    bc_Memcpy *self = PyObject_GC_New(bc_Memcpy, type);
-    if (self == NULL)
+    int exact = is_base_type(st, type);
+    if (exact && no_arguments(args, kwargs, "this copy descriptor") < 0)
         return NULL;
-    self->kind = type == (PyTypeObject *)st->Memcpy2DType   ? KIND_2D
-                 : type == (PyTypeObject *)st->Memcpy3DType ? KIND_3D
-                                                            : KIND_PEER;
-    memset(&self->p, 0, sizeof self->p);
-    memset(&self->src, 0, sizeof self->src);
-    memset(&self->dst, 0, sizeof self->dst);
-    self->weakreflist = NULL;
-    PyObject_GC_Track(self);
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
+    bc_Memcpy *self = (bc_Memcpy *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->kind = exact ? kind_of_type(st, type) : -1;
     return (PyObject *)self;
+}
+
+static int
+memcpy_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (is_base_type(st, Py_TYPE(self)))
+        return 0; /* set by __new__ */
+    bc_Memcpy *c = (bc_Memcpy *)self;
+    int kind = kind_of_type(st, Py_TYPE(self));
+    if (c->kind >= 0) {
+        PyErr_Format(PyExc_TypeError, "%s.__init__() called twice on this %.100s",
+                     kind_names[kind], Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    char what[48];
+    snprintf(what, sizeof what, "%s.__init__()", kind_names[kind]);
+    if (no_arguments(args, kwargs, what) < 0)
+        return -1;
+    c->kind = kind;
+    return 0;
+}
+
+/* 0, or -1 with LogicError for a subclass's descriptor whose __init__ never
+ * called the base's. */
+static int
+memcpy_ready(bc_Memcpy *self)
+{
+    if (self->kind >= 0)
+        return 0;
+    bc_State *st = bc_state_of((PyObject *)self);
+    return bc_error_logic(st, "this %.100s was not initialised: its __init__ must call "
+                              "%s.__init__(self)", Py_TYPE(self)->tp_name,
+                          kind_names[kind_of_type(st, Py_TYPE(self))]);
 }
 
 static int
@@ -673,6 +736,8 @@ set_host(bc_Memcpy *self, PyObject *obj, int dst)
     copy_end *e = dst ? &self->dst : &self->src;
     host_buf hb;
     const char *fn = dst ? "set_dst_host" : "set_src_host";
+    if (memcpy_ready(self) < 0)
+        return NULL;
     if (PyArray_Check(obj)) {
         /* take a real buffer even for arrays: it pins the memory while set */
         if (host_get(fn, "the buffer", obj, dst, &hb) < 0)
@@ -714,6 +779,8 @@ static PyObject *
 set_device(bc_Memcpy *self, PyObject *obj, int dst, CUmemorytype type)
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (memcpy_ready(self) < 0)
+        return NULL;
     CUdeviceptr ptr;
     size_t size;
     if (bc_pointer_convert(st, obj, &ptr, &size) < 0)
@@ -734,6 +801,8 @@ static PyObject *
 set_array(bc_Memcpy *self, PyObject *obj, int dst)
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (memcpy_ready(self) < 0)
+        return NULL;
     if (!bc_array_convert) {
         PyErr_SetString(PyExc_NotImplementedError, "CUDA arrays are not available in this build");
         return NULL;
@@ -775,6 +844,8 @@ static PyObject *
 set_context(bc_Memcpy *self, PyObject *obj, int dst)
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (memcpy_ready(self) < 0)
+        return NULL;
     if (Py_TYPE(obj) != (PyTypeObject *)st->ContextType) {
         PyErr_Format(PyExc_TypeError, "expected a Context, not %.100s", Py_TYPE(obj)->tp_name);
         return NULL;
@@ -971,7 +1042,9 @@ static PyObject *
 memcpy_call(bc_Memcpy *self, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    const char *fn = self->kind == KIND_2D ? "Memcpy2D" : self->kind == KIND_3D ? "Memcpy3D" : "Memcpy3DPeer";
+    if (memcpy_ready(self) < 0)
+        return NULL;
+    const char *fn = kind_names[self->kind];
     PyObject *first = NULL, *oaligned = NULL, *stream = NULL;
     static char *kwlist2[] = {"stream_or_aligned", "aligned", "stream", NULL};
     static char *kwlist3[] = {"stream", NULL};
@@ -1060,6 +1133,8 @@ memcpy_call(bc_Memcpy *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 get_size_field(bc_Memcpy *self, void *closure)
 {
+    if (memcpy_ready(self) < 0)
+        return NULL;
     return PyLong_FromSize_t(*(size_t *)((char *)self + (intptr_t)closure));
 }
 
@@ -1070,6 +1145,8 @@ set_size_field(bc_Memcpy *self, PyObject *value, void *closure)
         PyErr_SetString(PyExc_AttributeError, "copy fields cannot be deleted");
         return -1;
     }
+    if (memcpy_ready(self) < 0)
+        return -1;
     size_t v;
     if (bc_arg_size(value, "copy field", &v) < 0)
         return -1;
@@ -1080,6 +1157,8 @@ set_size_field(bc_Memcpy *self, PyObject *value, void *closure)
 static PyObject *
 get_type_field(bc_Memcpy *self, void *closure)
 {
+    if (memcpy_ready(self) < 0)
+        return NULL;
     CUmemorytype t = *(CUmemorytype *)((char *)self + (intptr_t)closure);
     if (t == 0)
         Py_RETURN_NONE;
@@ -1179,7 +1258,8 @@ PyDoc_STRVAR(memcpy3dpeer_doc,
 "context, else the current one).");
 
 #define BC_MEMCPY_SLOTS(getset, methods, doc)                                                 \
-    {Py_tp_new, memcpy_new},             {Py_tp_dealloc, memcpy_dealloc},                     \
+    {Py_tp_new, memcpy_new},             {Py_tp_init, memcpy_init},                           \
+    {Py_tp_dealloc, memcpy_dealloc},                                                          \
     {Py_tp_traverse, memcpy_traverse},   {Py_tp_clear, memcpy_clear},                         \
     {Py_tp_call, memcpy_call},           {Py_tp_getset, getset},                              \
     {Py_tp_methods, methods},            {Py_tp_members, memcpy_members},                     \
@@ -1193,204 +1273,14 @@ static PyType_Slot memcpy3dpeer_slots[] = {
 
 #define BC_MEMCPY_SPEC(cname, table)                                                          \
     {.name = "barecuda.driver." cname, .basicsize = sizeof(bc_Memcpy),                        \
-     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,             \
+     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |            \
+              Py_TPFLAGS_BASETYPE,                                                            \
      .slots = table}
 
 static PyType_Spec memcpy2d_spec = BC_MEMCPY_SPEC("Memcpy2D", memcpy2d_slots);
 static PyType_Spec memcpy3d_spec = BC_MEMCPY_SPEC("Memcpy3D", memcpy3d_slots);
 static PyType_Spec memcpy3dpeer_spec = BC_MEMCPY_SPEC("Memcpy3DPeer", memcpy3dpeer_slots);
 #undef BC_MEMCPY_SPEC
-
-/* ------------------------------------------------------ C-loop copy floor */
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-enum { B_HTOD_PINNED, B_DTOH_PINNED, B_HTOD_PAGEABLE, B_DTOH_PAGEABLE, B_DTOD };
-
-static CUresult
-bench_one(int kind, CUdeviceptr d1, CUdeviceptr d2, void *h, size_t n)
-{
-    switch (kind) {
-    case B_HTOD_PINNED:
-    case B_HTOD_PAGEABLE:
-        return bc_drv.cuMemcpyHtoD(d1, h, n);
-    case B_DTOH_PINNED:
-    case B_DTOH_PAGEABLE:
-        return bc_drv.cuMemcpyDtoH(h, d1, n);
-    default:
-        return bc_drv.cuMemcpyDtoD(d2, d1, n);
-    }
-}
-
-PyDoc_STRVAR(bench_copy_doc,
-"_bench_copy(kind, nbytes, iterations)\n--\n\n"
-"Private benchmark floor: seconds per copy of `nbytes` made by the bare driver\n"
-"in a C loop (GIL released) with its own buffers.  kind: 'htod_pinned',\n"
-"'dtoh_pinned', 'htod_pageable', 'dtoh_pageable' or 'dtod' (synchronized at\n"
-"the end).");
-
-static PyObject *
-bc_bench_copy(PyObject *m, PyObject *args)
-{
-    bc_State *st = bc_state_from_module(m);
-    const char *kname;
-    Py_ssize_t nbytes, iters;
-    if (!PyArg_ParseTuple(args, "snn:_bench_copy", &kname, &nbytes, &iters))
-        return NULL;
-    static const char *const kinds[] = {"htod_pinned", "dtoh_pinned", "htod_pageable",
-                                        "dtoh_pageable", "dtod"};
-    int kind = -1;
-    for (int i = 0; i < 5; i++)
-        if (strcmp(kname, kinds[i]) == 0)
-            kind = i;
-    if (kind < 0 || nbytes <= 0 || iters <= 0) {
-        PyErr_Format(PyExc_ValueError, "_bench_copy(): bad kind %s or non-positive size/count",
-                     kname);
-        return NULL;
-    }
-    if (bc_context_require(st) < 0)
-        return NULL;
-    size_t n = (size_t)nbytes;
-    CUdeviceptr d1 = 0, d2 = 0;
-    void *h = NULL;
-    int pinned = kind == B_HTOD_PINNED || kind == B_DTOH_PINNED;
-    double t = 0;
-    CUresult rc;
-    const char *routine = "cuMemAlloc";
-    Py_BEGIN_ALLOW_THREADS
-    rc = bc_drv.cuMemAlloc(&d1, n);
-    if (rc == CUDA_SUCCESS && kind == B_DTOD)
-        rc = bc_drv.cuMemAlloc(&d2, n);
-    if (rc == CUDA_SUCCESS && kind != B_DTOD) {
-        if (pinned) {
-            routine = "cuMemHostAlloc";
-            rc = bc_drv.cuMemHostAlloc(&h, n, 0);
-        }
-        else if ((h = malloc(n)) == NULL)
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        if (rc == CUDA_SUCCESS)
-            memset(h, 1, n);
-    }
-    if (rc == CUDA_SUCCESS) {
-        routine = "copy";
-        for (int i = 0; i < 2 && rc == CUDA_SUCCESS; i++)
-            rc = bench_one(kind, d1, d2, h, n);
-        if (rc == CUDA_SUCCESS)
-            rc = bc_drv.cuCtxSynchronize();
-        double t0 = now_s();
-        for (Py_ssize_t i = 0; i < iters && rc == CUDA_SUCCESS; i++)
-            rc = bench_one(kind, d1, d2, h, n);
-        if (rc == CUDA_SUCCESS)
-            rc = bc_drv.cuCtxSynchronize();
-        t = (now_s() - t0) / (double)iters;
-    }
-    if (h != NULL) {
-        if (pinned)
-            bc_drv.cuMemFreeHost(h);
-        else
-            free(h);
-    }
-    if (d1)
-        bc_drv.cuMemFree(d1);
-    if (d2)
-        bc_drv.cuMemFree(d2);
-    Py_END_ALLOW_THREADS
-    if (bc_check(st, rc, routine) < 0)
-        return NULL;
-    return PyFloat_FromDouble(t);
-}
-
-PyDoc_STRVAR(bench_peer_copy_doc,
-"_bench_peer_copy(dest_context, src_context, nbytes, iterations)\n--\n\n"
-"Private benchmark floor: seconds per cuMemcpyPeer of `nbytes` from a buffer of\n"
-"src_context to one of dest_context, in a C loop (GIL released) with its own\n"
-"buffers, both contexts synchronized at the end.");
-
-/* Allocate n bytes in ctx (pushed for the call); runs without the GIL. */
-static CUresult
-alloc_in(CUcontext ctx, CUdeviceptr *out, size_t n)
-{
-    CUresult rc = bc_drv.cuCtxPushCurrent(ctx);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = bc_drv.cuMemAlloc(out, n);
-    CUcontext popped;
-    bc_drv.cuCtxPopCurrent(&popped);
-    return rc;
-}
-
-static void
-free_in(CUcontext ctx, CUdeviceptr p)
-{
-    if (p && bc_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS) {
-        bc_drv.cuMemFree(p);
-        CUcontext popped;
-        bc_drv.cuCtxPopCurrent(&popped);
-    }
-}
-
-static CUresult
-sync_in(CUcontext ctx)
-{
-    CUresult rc = bc_drv.cuCtxPushCurrent(ctx);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = bc_drv.cuCtxSynchronize();
-    CUcontext popped;
-    bc_drv.cuCtxPopCurrent(&popped);
-    return rc;
-}
-
-static PyObject *
-bc_bench_peer_copy(PyObject *m, PyObject *args)
-{
-    bc_State *st = bc_state_from_module(m);
-    PyObject *dobj, *sobj;
-    Py_ssize_t nbytes, iters;
-    if (!PyArg_ParseTuple(args, "O!O!nn:_bench_peer_copy", st->ContextType, &dobj,
-                          st->ContextType, &sobj, &nbytes, &iters))
-        return NULL;
-    if (nbytes <= 0 || iters <= 0)
-        return PyErr_Format(PyExc_ValueError, "_bench_peer_copy(): non-positive size or count");
-    if (bc_context_check_alive(st, (bc_Context *)dobj, "dest_context") < 0 ||
-        bc_context_check_alive(st, (bc_Context *)sobj, "src_context") < 0)
-        return NULL;
-    CUcontext dc = ((bc_Context *)dobj)->handle, sc = ((bc_Context *)sobj)->handle;
-    size_t n = (size_t)nbytes;
-    CUdeviceptr d = 0, s = 0;
-    double t = 0;
-    CUresult rc;
-    const char *routine = "cuMemAlloc";
-    Py_BEGIN_ALLOW_THREADS
-    rc = alloc_in(dc, &d, n);
-    if (rc == CUDA_SUCCESS)
-        rc = alloc_in(sc, &s, n);
-    if (rc == CUDA_SUCCESS) {
-        routine = "cuMemcpyPeer";
-        for (int i = 0; i < 2 && rc == CUDA_SUCCESS; i++)
-            rc = bc_drv.cuMemcpyPeer(d, dc, s, sc, n);
-        if (rc == CUDA_SUCCESS && (rc = sync_in(dc)) == CUDA_SUCCESS)
-            rc = sync_in(sc);
-        double t0 = now_s();
-        for (Py_ssize_t i = 0; i < iters && rc == CUDA_SUCCESS; i++)
-            rc = bc_drv.cuMemcpyPeer(d, dc, s, sc, n);
-        if (rc == CUDA_SUCCESS && (rc = sync_in(dc)) == CUDA_SUCCESS)
-            rc = sync_in(sc);
-        t = (now_s() - t0) / (double)iters;
-    }
-    free_in(dc, d);
-    free_in(sc, s);
-    Py_END_ALLOW_THREADS
-    if (bc_check(st, rc, routine) < 0)
-        return NULL;
-    return PyFloat_FromDouble(t);
-}
 
 /* ------------------------------------------------------------------ setup */
 
@@ -1417,8 +1307,6 @@ static PyMethodDef memcpy_functions[] = {
     BC_FAST(memcpy_dtod_async, memcpy_dtod_async_doc),
     BC_FAST(memcpy_peer, memcpy_peer_doc),
     BC_FAST(memcpy_peer_async, memcpy_peer_async_doc),
-    {"_bench_copy", bc_bench_copy, METH_VARARGS, bench_copy_doc},
-    {"_bench_peer_copy", bc_bench_peer_copy, METH_VARARGS, bench_peer_copy_doc},
     {NULL, NULL, 0, NULL},
 };
 #undef BC_FAST

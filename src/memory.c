@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: MIT */
-/* Device memory: allocations (plain, pitched, stream-ordered, managed, IPC), the
- * device's memory pool, pooled blocks, pointer attributes, and the pointer
- * conversion every copy and launch uses.  Host memory is in src/hostmem.c.
+/* Device memory: allocations (plain, pitched, stream-ordered, managed, IPC) and
+ * pooled blocks.  The pointer conversion every copy and launch uses and pointer
+ * attributes are in src/pointer.c, MemPool in src/mempool.c, host memory in
+ * src/hostmem.c.
  *
  * Every allocation holds its Context; free()/close()/unregister() are idempotent
  * and release the memory with that context current, from any thread.  After a
  * release every use raises LogicError instead of touching freed memory, and a
  * release after the context was detached is skipped quietly.  Managed memory
  * handed out as a NumPy array lives as long as the array: the allocation object is
- * the array's base. */
+ * the array's base.
+ *
+ * What the floors above must hear of (an allocation an argument memo kept ends, a
+ * block-cached allocation is collected, mem_alloc() runs out of memory) goes
+ * through the hooks they register here (bc_memory_on_*, memory.h); this file
+ * names none of them. */
 #include "barecuda/memory.h"
 #include "barecuda/argparse.h"
-#include "barecuda/argpack.h"
-#include "barecuda/blockcache.h"
 #include "barecuda/error.h"
 #include "barecuda/trace.h"
 #include "barecuda/loader.h"
@@ -21,15 +25,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ helpers */
+/* ------------------------------------------------------------------ hooks */
 
-static int
-is_alloc_type(bc_State *st, PyTypeObject *tp)
+/* Registered at module init by the floors above (memory.h says who and why). */
+static void (*on_watched_end)(void);
+static int (*on_cached_end)(bc_Context *ctx, CUdeviceptr ptr, size_t size);
+static int (*on_out_of_memory)(bc_Context *ctx, int step);
+
+void
+bc_memory_on_watched_end(void (*fn)(void))
 {
-    return tp == (PyTypeObject *)st->DeviceAllocationType ||
-           tp == (PyTypeObject *)st->ManagedAllocationType ||
-           tp == (PyTypeObject *)st->IPCMemoryHandleType;
+    on_watched_end = fn;
 }
+
+void
+bc_memory_on_cached_end(int (*fn)(bc_Context *ctx, CUdeviceptr ptr, size_t size))
+{
+    on_cached_end = fn;
+}
+
+void
+bc_memory_on_out_of_memory(int (*fn)(bc_Context *ctx, int step))
+{
+    on_out_of_memory = fn;
+}
+
+/* ------------------------------------------------------------------ helpers */
 
 /* A type's name without its module ("DeviceAllocation"). */
 static const char *
@@ -38,152 +59,6 @@ short_name(PyObject *obj)
     const char *name = Py_TYPE(obj)->tp_name;
     const char *dot = strrchr(name, '.');
     return dot ? dot + 1 : name;
-}
-
-static int
-allocation_usable(bc_State *st, bc_DeviceAllocation *a)
-{
-    if (a->freed)
-        return bc_error_logic(st, "this %s was %s", short_name((PyObject *)a),
-                              a->kind == BC_ALLOC_IPC ? "closed" : "freed");
-    return bc_context_check_alive(st, a->ctx, "this allocation");
-}
-
-/* The pointer of an object exposing __cuda_array_interface__ (its 'data' item). */
-static int
-pointer_from_cai(PyObject *cai, CUdeviceptr *out)
-{
-    PyObject *data = PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
-    if (data == NULL || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 1 ||
-        !PyLong_Check(PyTuple_GET_ITEM(data, 0))) {
-        PyErr_SetString(PyExc_TypeError,
-                        "__cuda_array_interface__ must be a dict with a 'data': (ptr, readonly) item");
-        return -1;
-    }
-    unsigned long long p = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0));
-    if (p == (unsigned long long)-1 && PyErr_Occurred())
-        return -1;
-    *out = (CUdeviceptr)p;
-    return 0;
-}
-
-static int
-pointer_from_int(PyObject *obj, CUdeviceptr *out)
-{
-    PyObject *num = PyLong_CheckExact(obj) ? Py_NewRef(obj) : PyNumber_Index(obj);
-    if (num == NULL)
-        return -1;
-    unsigned long long p = PyLong_AsUnsignedLongLong(num);
-    Py_DECREF(num);
-    if (p == (unsigned long long)-1 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_OverflowError))
-            PyErr_Format(PyExc_ValueError, "device pointer out of range: %R", obj);
-        return -1;
-    }
-    *out = (CUdeviceptr)p;
-    return 0;
-}
-
-int
-bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_out)
-{
-    if (size_out)
-        *size_out = SIZE_MAX;
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (is_alloc_type(st, tp)) {
-        bc_DeviceAllocation *a = (bc_DeviceAllocation *)obj;
-        if (allocation_usable(st, a) < 0)
-            return -1;
-        *out = a->ptr;
-        if (size_out)
-            *size_out = a->size;
-        return 0;
-    }
-    if (tp == (PyTypeObject *)st->PooledAllocationType) {
-        bc_PooledAllocation *p = (bc_PooledAllocation *)obj;
-        if (p->freed)
-            return bc_error_logic(st, "this PooledDeviceAllocation was freed");
-        if (allocation_usable(st, (bc_DeviceAllocation *)p->block) < 0)
-            return -1;
-        *out = p->ptr;
-        if (size_out)
-            *size_out = p->size;
-        return 0;
-    }
-    if (PyBool_Check(obj) || PyFloat_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "expected device memory, not %.100s", tp->tp_name);
-        return -1;
-    }
-    if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer))
-        return pointer_from_int(obj, out);
-    /* gpudata and __cuda_array_interface__ before __index__: GPUArrays and torch
-     * tensors define __index__ (the value of a one-element integer array). */
-    PyObject *inner = PyObject_GetAttr(obj, st->str_gpudata);
-    if (inner != NULL) {
-        if (Py_EnterRecursiveCall(" in device pointer conversion")) {
-            Py_DECREF(inner);
-            return -1;
-        }
-        int rc = bc_pointer_convert(st, inner, out, size_out);
-        Py_LeaveRecursiveCall();
-        Py_DECREF(inner);
-        return rc;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-        return -1;
-    PyErr_Clear();
-    PyObject *cai = PyObject_GetAttr(obj, st->str_cai);
-    if (cai != NULL) {
-        int rc = pointer_from_cai(cai, out);
-        Py_DECREF(cai);
-        return rc;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-        return -1;
-    PyErr_Clear();
-    if (tp->tp_as_number && tp->tp_as_number->nb_index)
-        return pointer_from_int(obj, out);
-    PyErr_Format(PyExc_TypeError,
-                 "expected device memory (a DeviceAllocation, an object with gpudata or "
-                 "__cuda_array_interface__, or an int pointer), not %.100s",
-                 tp->tp_name);
-    return -1;
-}
-
-bc_Context *
-bc_pointer_context(bc_State *st, PyObject *obj)
-{
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (is_alloc_type(st, tp))
-        return ((bc_DeviceAllocation *)obj)->ctx;
-    if (tp == (PyTypeObject *)st->PooledAllocationType) {
-        bc_PooledAllocation *p = (bc_PooledAllocation *)obj;
-        return p->block ? ((bc_DeviceAllocation *)p->block)->ctx : NULL;
-    }
-    return NULL;
-}
-
-/* A device ordinal from None (the current context's device), a Device or an int. */
-static int
-device_of(bc_State *st, PyObject *obj, CUdevice *out)
-{
-    if (obj == NULL || obj == Py_None) {
-        bc_Context *ctx = bc_context_current(st);
-        if (ctx == NULL)
-            return -1;
-        *out = ctx->device;
-        Py_DECREF(ctx);
-        return 0;
-    }
-    if (PyObject_TypeCheck(obj, (PyTypeObject *)st->DeviceType)) {
-        *out = ((bc_Device *)obj)->handle;
-        return 0;
-    }
-    long long ordinal;
-    if (bc_arg_long(obj, "device", 0, 1 << 20, &ordinal) < 0)
-        return -1;
-    BC_REQUIRE_DRIVER(st, -1);
-    return bc_check(st, bc_drv.cuDeviceGet(out, (int)ordinal), "cuDeviceGet");
 }
 
 /* ---------------------------------------- DeviceAllocation and its relatives */
@@ -198,8 +73,8 @@ allocation_release(bc_DeviceAllocation *self, CUstream s, int sync)
     if (self->freed)
         return rc;
     self->freed = 1;
-    if (self->in_memo)
-        bc_args_memo_invalidate();
+    if (self->in_memo && on_watched_end != NULL)
+        on_watched_end();
     if (self->ctx == NULL || self->ctx->let_go || !bc_drv_ready)
         return rc;
     int entered = bc_context_enter(self->ctx);
@@ -256,12 +131,12 @@ allocation_dealloc(bc_DeviceAllocation *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    if (self->in_memo) /* its address may be the next allocation's */
-        bc_args_memo_invalidate();
+    if (self->in_memo && on_watched_end != NULL) /* its address may be the next allocation's */
+        on_watched_end();
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     if (self->cached && !self->freed && self->ctx != NULL && !self->ctx->released &&
-        bc_block_give(self->ctx, self->ptr, self->size))
+        on_cached_end != NULL && on_cached_end(self->ctx, self->ptr, self->size))
         self->freed = 1; /* kept for reuse by the next allocation of its size class */
     bc_State *st = bc_state_in_destructor((PyObject *)self);
     if (!self->freed && st != NULL) { /* no module: the process is ending, and the memory with it */
@@ -287,15 +162,12 @@ allocation_traverse(bc_DeviceAllocation *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* A new allocation object of `type` for memory already allocated (takes new
+/* Set self (zeroed by tp_alloc) over memory already allocated (takes new
  * references to ctx and stream). */
-static PyObject *
-allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, int kind,
-                PyObject *stream, CUstream stream_handle)
+static void
+allocation_fill(bc_DeviceAllocation *self, bc_Context *ctx, CUdeviceptr ptr, size_t size,
+                int kind, PyObject *stream, CUstream stream_handle)
 {
-    bc_DeviceAllocation *self = PyObject_GC_New(bc_DeviceAllocation, (PyTypeObject *)type);
-    if (self == NULL)
-        return NULL;
     self->ptr = ptr;
     self->size = size;
     self->ctx = (bc_Context *)Py_NewRef(ctx);
@@ -307,8 +179,20 @@ allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, i
     self->exports = 0;
     self->in_memo = 0;
     bc_context_memory_made(ctx, &self->counted);
-    self->weakreflist = NULL;
-    PyObject_GC_Track(self);
+}
+
+/* A new allocation object of `type` for memory already allocated (takes new
+ * references to ctx and stream). */
+static PyObject *
+allocation_wrap(PyObject *type, bc_Context *ctx, CUdeviceptr ptr, size_t size, int kind,
+                PyObject *stream, CUstream stream_handle)
+{
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
+    bc_DeviceAllocation *self =
+        (bc_DeviceAllocation *)((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+    if (self == NULL)
+        return NULL;
+    allocation_fill(self, ctx, ptr, size, kind, stream, stream_handle);
     return (PyObject *)self;
 }
 
@@ -348,7 +232,7 @@ bc_mem_alloc(PyObject *m, PyObject *arg)
     Py_END_ALLOW_THREADS
     /* memory the array layer keeps (block cache, Context.array_pool) goes back first */
     for (int step = 0; rc == CUDA_ERROR_OUT_OF_MEMORY && step < 2; step++) {
-        if (!bc_array_pool_reclaim(ctx, step))
+        if (on_out_of_memory == NULL || !on_out_of_memory(ctx, step))
             break;
         Py_BEGIN_ALLOW_THREADS
         rc = bc_drv.cuMemAlloc(&ptr, n);
@@ -477,7 +361,7 @@ allocation_free(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 allocation_int(bc_DeviceAllocation *self)
 {
-    if (allocation_usable(bc_state_of((PyObject *)self), self) < 0)
+    if (bc_allocation_usable(bc_state_of((PyObject *)self), self) < 0)
         return NULL;
     return PyLong_FromUnsignedLongLong((unsigned long long)self->ptr);
 }
@@ -485,6 +369,9 @@ allocation_int(bc_DeviceAllocation *self)
 static PyObject *
 allocation_repr(bc_DeviceAllocation *self)
 {
+    if (self->kind == BC_ALLOC_UNSET)
+        return PyUnicode_FromFormat("<barecuda.driver.%s (not initialised)>",
+                                    short_name((PyObject *)self));
     return PyUnicode_FromFormat("<barecuda.driver.%s 0x%llx, %zu bytes%s>", short_name((PyObject *)self),
                                 (unsigned long long)self->ptr, self->size,
                                 self->freed ? (self->kind == BC_ALLOC_IPC ? ", closed" : ", freed")
@@ -506,7 +393,7 @@ allocation_get_context(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
 static PyObject *
 allocation_get_freed(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
 {
-    return PyBool_FromLong(self->freed);
+    return PyBool_FromLong(self->freed && self->kind != BC_ALLOC_UNSET);
 }
 
 static PyObject *
@@ -535,14 +422,14 @@ allocation_as_buffer(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs
     static char *kwlist[] = {"size", "offset", NULL};
     PyObject *size, *offset = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:as_buffer", kwlist, &size, &offset) ||
-        allocation_usable(st, self) < 0)
+        bc_allocation_usable(st, self) < 0)
         return NULL;
     int entered = bc_context_enter(self->ctx);
     PyObject *out = bc_host_view(st, (PyObject *)self, &self->exports, self->ptr, self->size,
                                  size, offset, "as_buffer");
     bc_context_leave(entered);
     /* size's or offset's __index__ runs Python code that may have freed it */
-    if (out != NULL && allocation_usable(st, self) < 0)
+    if (out != NULL && bc_allocation_usable(st, self) < 0)
         Py_CLEAR(out);
     return out;
 }
@@ -559,7 +446,7 @@ static PyMethodDef allocation_methods[] = {
 static PyObject *
 allocation_get_cai(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
 {
-    if (allocation_usable(bc_state_of((PyObject *)self), self) < 0)
+    if (bc_allocation_usable(bc_state_of((PyObject *)self), self) < 0)
         return NULL;
     return Py_BuildValue("{s:(n),s:s,s:(KO),s:i,s:O,s:O}", "shape", (Py_ssize_t)self->size,
                          "typestr", "|u1", "data", (unsigned long long)self->ptr, Py_False,
@@ -610,237 +497,6 @@ static PyType_Spec allocation_spec = {
 };
 
 /* ------------------------------------------------ stream-ordered allocation */
-
-typedef struct {
-    PyObject_HEAD
-    CUmemoryPool handle; /* never destroyed by this object */
-    CUdevice device;
-    PyObject *owner;     /* the Context whose pool this is (Context.array_pool), or NULL */
-    PyObject *weakreflist;
-} bc_MemPool;
-
-PyObject *
-bc_mempool_wrap(bc_State *st, CUmemoryPool pool, CUdevice dev, PyObject *owner)
-{
-    bc_MemPool *self = PyObject_GC_New(bc_MemPool, (PyTypeObject *)st->MemPoolType);
-    if (self == NULL)
-        return NULL;
-    self->handle = pool;
-    self->device = dev;
-    self->owner = Py_XNewRef(owner);
-    self->weakreflist = NULL;
-    PyObject_GC_Track(self);
-    return (PyObject *)self;
-}
-
-static PyObject *
-mempool_for(bc_State *st, CUdevice dev)
-{
-    CUmemoryPool pool;
-    if (bc_check(st, bc_drv.cuDeviceGetDefaultMemPool(&pool, dev), "cuDeviceGetDefaultMemPool") < 0)
-        return NULL;
-    return bc_mempool_wrap(st, pool, dev, NULL);
-}
-
-/* A context's own pool is destroyed when the context is detached: its wrappers
- * then refuse to touch the stale handle. */
-static int
-mempool_check(bc_State *st, bc_MemPool *self)
-{
-    if (self->owner != NULL && ((bc_Context *)self->owner)->released)
-        return bc_error_logic(st, "this MemPool belonged to a context that was detached");
-    return 0;
-}
-
-PyDoc_STRVAR(mempool_default_doc,
-"default($type, device=None)\n--\n\n"
-"The default memory pool of `device` (a Device or an ordinal; None: the current\n"
-"context's device), which mem_alloc_async() allocates from.");
-
-static PyObject *
-mempool_default(PyObject *type, PyObject *args, PyObject *kwargs)
-{
-    bc_State *st = bc_state_of_type((PyTypeObject *)type);
-    static char *kwlist[] = {"device", NULL};
-    PyObject *device = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:default", kwlist, &device))
-        return NULL;
-    CUdevice dev;
-    if (device_of(st, device, &dev) < 0)
-        return NULL;
-    return mempool_for(st, dev);
-}
-
-static int
-mempool_traverse(bc_MemPool *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->owner);
-    return 0;
-}
-
-static int
-mempool_clear(bc_MemPool *self)
-{
-    Py_CLEAR(self->owner);
-    return 0;
-}
-
-static void
-mempool_dealloc(bc_MemPool *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
-    Py_CLEAR(self->owner);
-    tp->tp_free(self);
-    Py_DECREF(tp);
-}
-
-static PyObject *
-mempool_attr(bc_MemPool *self, void *closure)
-{
-    bc_State *st = bc_state_of((PyObject *)self);
-    cuuint64_t v = 0;
-    if (mempool_check(st, self) < 0)
-        return NULL;
-    if (bc_check(st, bc_drv.cuMemPoolGetAttribute(self->handle, (CUmemPool_attribute)(intptr_t)closure, &v),
-                 "cuMemPoolGetAttribute") < 0)
-        return NULL;
-    return PyLong_FromUnsignedLongLong((unsigned long long)v);
-}
-
-static int
-mempool_set_threshold(bc_MemPool *self, PyObject *value, void *Py_UNUSED(closure))
-{
-    bc_State *st = bc_state_of((PyObject *)self);
-    if (value == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "release_threshold cannot be deleted");
-        return -1;
-    }
-    /* any 64-bit unsigned value: UINT64_MAX (2**64 - 1) is the driver's "keep everything" */
-    if (!PyLong_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "MemPool.release_threshold must be an int, not %.100s",
-                     Py_TYPE(value)->tp_name);
-        return -1;
-    }
-    unsigned long long n = PyLong_AsUnsignedLongLong(value);
-    if (n == (unsigned long long)-1 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError,
-                         "MemPool.release_threshold must be 0 to 2**64 - 1, not %R", value);
-        }
-        return -1;
-    }
-    if (mempool_check(st, self) < 0)
-        return -1;
-    cuuint64_t v = (cuuint64_t)n;
-    return bc_check(st, bc_drv.cuMemPoolSetAttribute(self->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v),
-                    "cuMemPoolSetAttribute");
-}
-
-PyDoc_STRVAR(trim_to_doc,
-"trim_to($self, min_bytes_to_keep)\n--\n\n"
-"Give unused memory of the pool back to the system, keeping at least\n"
-"`min_bytes_to_keep` reserved (cuMemPoolTrimTo).");
-
-static PyObject *
-mempool_trim_to(bc_MemPool *self, PyObject *arg)
-{
-    bc_State *st = bc_state_of((PyObject *)self);
-    size_t n;
-    if (bc_arg_size(arg, "trim_to(): min_bytes_to_keep", &n) < 0 || mempool_check(st, self) < 0)
-        return NULL;
-    CUresult rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bc_drv.cuMemPoolTrimTo(self->handle, n);
-    Py_END_ALLOW_THREADS
-    if (bc_check(st, rc, "cuMemPoolTrimTo") < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-mempool_get_handle(bc_MemPool *self, void *Py_UNUSED(closure))
-{
-    return PyLong_FromVoidPtr((void *)self->handle);
-}
-
-static PyObject *
-mempool_get_device(bc_MemPool *self, void *Py_UNUSED(closure))
-{
-    return bc_device_new(bc_state_of((PyObject *)self), self->device);
-}
-
-static PyObject *
-mempool_repr(bc_MemPool *self)
-{
-    return PyUnicode_FromFormat("<barecuda.driver.MemPool %p of device %d>", (void *)self->handle,
-                                (int)self->device);
-}
-
-static PyMethodDef mempool_methods[] = {
-    {"default", (PyCFunction)(void (*)(void))mempool_default,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, mempool_default_doc},
-    {"trim_to", (PyCFunction)mempool_trim_to, METH_O, trim_to_doc},
-    {NULL, NULL, 0, NULL},
-};
-
-#define BC_POOL_ATTR(name, attr, doc)                                                   \
-    {name, (getter)mempool_attr, NULL, doc, (void *)(intptr_t)(attr)}
-
-static PyGetSetDef mempool_getset[] = {
-    BC_POOL_ATTR("used", CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "Bytes allocated from the pool now."),
-    BC_POOL_ATTR("used_high", CU_MEMPOOL_ATTR_USED_MEM_HIGH, "High-water mark of `used`."),
-    BC_POOL_ATTR("reserved", CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                 "Bytes of device memory the pool holds now."),
-    BC_POOL_ATTR("reserved_high", CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-                 "High-water mark of `reserved`."),
-    BC_POOL_ATTR("used_mem_current", CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "Same as `used`."),
-    BC_POOL_ATTR("used_mem_high", CU_MEMPOOL_ATTR_USED_MEM_HIGH, "Same as `used_high`."),
-    BC_POOL_ATTR("reserved_mem_current", CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                 "Same as `reserved`."),
-    BC_POOL_ATTR("reserved_mem_high", CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-                 "Same as `reserved_high`."),
-    {"release_threshold", (getter)mempool_attr, (setter)mempool_set_threshold,
-     "Bytes the pool keeps reserved at a synchronize instead of releasing them.",
-     (void *)(intptr_t)CU_MEMPOOL_ATTR_RELEASE_THRESHOLD},
-    {"handle", (getter)mempool_get_handle, NULL, "The CUmemoryPool as an int.", NULL},
-    {"device", (getter)mempool_get_device, NULL, "The Device of the pool.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyMemberDef mempool_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_MemPool, weakreflist), READONLY, NULL},
-    {NULL, 0, 0, 0, NULL},
-};
-
-PyDoc_STRVAR(mempool_doc,
-"A device's memory pool for stream-ordered allocation; get one with\n"
-"MemPool.default(device), or Context.array_pool for the pool GPUArray memory\n"
-"comes from.  A MemPool never destroys the pool it names.");
-
-static PyType_Slot mempool_slots[] = {
-    {Py_tp_dealloc, mempool_dealloc},
-    {Py_tp_traverse, mempool_traverse},
-    {Py_tp_clear, mempool_clear},
-    {Py_tp_repr, mempool_repr},
-    {Py_tp_methods, mempool_methods},
-    {Py_tp_getset, mempool_getset},
-    {Py_tp_members, mempool_members},
-    {Py_tp_doc, (void *)mempool_doc},
-    {0, NULL},
-};
-
-static PyType_Spec mempool_spec = {
-    .name = "barecuda.driver.MemPool",
-    .basicsize = sizeof(bc_MemPool),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
-             Py_TPFLAGS_HAVE_GC,
-    .slots = mempool_slots,
-};
 
 PyDoc_STRVAR(mem_alloc_async_doc,
 "mem_alloc_async(nbytes, stream=None, pool=None)\n--\n\n"
@@ -948,19 +604,21 @@ bc_ipc_check_foreign(bc_State *st, const char *data, Py_ssize_t len, const char 
     return mine;
 }
 
-static PyObject *
-ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+/* Parse IPCMemoryHandle's arguments and open the handle in the current context:
+ * 0 with *ptr, *size and a new reference *ctx, or -1. */
+static int
+ipc_open(bc_State *st, PyObject *args, PyObject *kwargs, bc_Context **ctx, CUdeviceptr *ptr,
+         size_t *size)
 {
-    bc_State *st = bc_state_of_type(type);
     static char *kwlist[] = {"handle", "flags", NULL};
     PyObject *handle, *oflags = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:IPCMemoryHandle", kwlist, &handle, &oflags))
-        return NULL;
+        return -1;
     unsigned int flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
     if (oflags != NULL &&
         bc_arg_flags(oflags, "IPCMemoryHandle(): flags", CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
                      &flags) < 0)
-        return NULL;
+        return -1;
     Py_buffer view;
     if (PyObject_GetBuffer(handle, &view, PyBUF_SIMPLE) < 0) {
         PyErr_Clear();
@@ -968,7 +626,7 @@ ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                      "IPCMemoryHandle(): handle must be the bytes from mem_get_ipc_handle(), "
                      "not %.100s",
                      Py_TYPE(handle)->tp_name);
-        return NULL;
+        return -1;
     }
     CUipcMemHandle h;
     int bad = view.len != (Py_ssize_t)sizeof h.reserved;
@@ -979,30 +637,78 @@ ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (bad) {
         PyErr_Format(PyExc_ValueError, "IPCMemoryHandle(): handle must be %d bytes, got %zd",
                      (int)sizeof h.reserved, len);
-        return NULL;
+        return -1;
     }
     if (bc_ipc_check_foreign(st, h.reserved, (Py_ssize_t)sizeof h.reserved,
                              "IPCMemoryHandle()") < 0)
-        return NULL;
-    bc_Context *ctx = bc_context_current(st);
-    if (ctx == NULL)
-        return NULL;
-    CUdeviceptr ptr, base;
-    size_t size = 0;
+        return -1;
+    *ctx = bc_context_current(st);
+    if (*ctx == NULL)
+        return -1;
+    CUdeviceptr base;
     CUresult rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = bc_drv.cuIpcOpenMemHandle(&ptr, h, flags);
+    rc = bc_drv.cuIpcOpenMemHandle(ptr, h, flags);
     Py_END_ALLOW_THREADS
-    PyObject *out = NULL;
-    if (bc_check(st, rc, "cuIpcOpenMemHandle") == 0) {
-        if (bc_drv.cuMemGetAddressRange(&base, &size, ptr) != CUDA_SUCCESS)
-            size = SIZE_MAX;
-        out = allocation_wrap((PyObject *)type, ctx, ptr, size, BC_ALLOC_IPC, NULL, NULL);
-        if (out == NULL)
-            bc_drv.cuIpcCloseMemHandle(ptr);
+    if (bc_check(st, rc, "cuIpcOpenMemHandle") < 0) {
+        Py_CLEAR(*ctx);
+        return -1;
     }
+    if (bc_drv.cuMemGetAddressRange(&base, size, *ptr) != CUDA_SUCCESS)
+        *size = SIZE_MAX;
+    return 0;
+}
+
+/* IPCMemoryHandle(handle) opens the memory in __new__.  A subclass (PyCUDA's
+ * classes are built in __init__, so its own __init__ may take other arguments)
+ * gets an unset object from __new__ (kind BC_ALLOC_UNSET, counted as released)
+ * and IPCMemoryHandle.__init__ opens the memory. */
+static PyObject *
+ipc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(type);
+    if (st == NULL)
+        return NULL;
+    if (type != (PyTypeObject *)st->IPCMemoryHandleType) {
+        bc_DeviceAllocation *self = (bc_DeviceAllocation *)type->tp_alloc(type, 0);
+        if (self != NULL) {
+            self->kind = BC_ALLOC_UNSET;
+            self->freed = 1; /* nothing to release */
+        }
+        return (PyObject *)self;
+    }
+    bc_Context *ctx;
+    CUdeviceptr ptr;
+    size_t size;
+    if (ipc_open(st, args, kwargs, &ctx, &ptr, &size) < 0)
+        return NULL;
+    PyObject *out = allocation_wrap((PyObject *)type, ctx, ptr, size, BC_ALLOC_IPC, NULL, NULL);
+    if (out == NULL)
+        bc_drv.cuIpcCloseMemHandle(ptr);
     Py_DECREF(ctx);
     return out;
+}
+
+static int
+ipc_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->IPCMemoryHandleType))
+        return 0; /* opened by __new__ from the same arguments */
+    bc_DeviceAllocation *a = (bc_DeviceAllocation *)self;
+    if (a->kind != BC_ALLOC_UNSET) {
+        PyErr_Format(PyExc_TypeError, "IPCMemoryHandle.__init__() called twice on this %.100s",
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    bc_Context *ctx;
+    CUdeviceptr ptr;
+    size_t size;
+    if (ipc_open(st, args, kwargs, &ctx, &ptr, &size) < 0)
+        return -1;
+    allocation_fill(a, ctx, ptr, size, BC_ALLOC_IPC, NULL, NULL);
+    Py_DECREF(ctx);
+    return 0;
 }
 
 PyDoc_STRVAR(close_doc,
@@ -1036,6 +742,7 @@ PyDoc_STRVAR(ipc_doc,
 
 static PyType_Slot ipc_slots[] = {
     {Py_tp_new, ipc_new},
+    {Py_tp_init, ipc_init},
     {Py_tp_dealloc, allocation_dealloc},
     {Py_tp_traverse, allocation_traverse},
     {Py_tp_repr, allocation_repr},
@@ -1051,7 +758,8 @@ static PyType_Slot ipc_slots[] = {
 static PyType_Spec ipc_spec = {
     .name = "barecuda.driver.IPCMemoryHandle",
     .basicsize = sizeof(bc_DeviceAllocation),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = ipc_slots,
 };
 
@@ -1218,7 +926,7 @@ bc_pooled_allocation(PyObject *m, PyObject *args)
     }
     size_t size;
     if (bc_arg_size(osize, "_pooled_allocation(): size", &size) < 0 ||
-        allocation_usable(st, (bc_DeviceAllocation *)block) < 0)
+        bc_allocation_usable(st, (bc_DeviceAllocation *)block) < 0)
         return NULL;
     if (size > ((bc_DeviceAllocation *)block)->size) {
         PyErr_SetString(PyExc_ValueError, "_pooled_allocation(): size exceeds the block");
@@ -1243,7 +951,7 @@ bc_pooled_allocation(PyObject *m, PyObject *args)
 static int
 managed_getbuffer(bc_DeviceAllocation *self, Py_buffer *view, int flags)
 {
-    if (allocation_usable(bc_state_of((PyObject *)self), self) < 0)
+    if (bc_allocation_usable(bc_state_of((PyObject *)self), self) < 0)
         return -1;
     if (PyBuffer_FillInfo(view, (PyObject *)self, (void *)(uintptr_t)self->ptr,
                           (Py_ssize_t)self->size, 0, flags) < 0)
@@ -1289,7 +997,7 @@ managed_attach(bc_DeviceAllocation *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     CUstream s;
-    if (allocation_usable(st, self) < 0 || bc_stream_convert(st, stream, &s) < 0)
+    if (bc_allocation_usable(st, self) < 0 || bc_stream_convert(st, stream, &s) < 0)
         return NULL;
     int entered = bc_context_enter(self->ctx);
     CUresult rc = bc_drv.cuStreamAttachMemAsync(s, self->ptr, 0, (unsigned int)f);
@@ -1460,21 +1168,6 @@ bc_managed_zeros_like(PyObject *m, PyObject *a, PyObject *k)
     return managed_like_common(m, a, k, "managed_zeros_like", 1);
 }
 
-int
-bc_memory_span(bc_State *st, PyObject *obj, CUdeviceptr *ptr, size_t *size)
-{
-    if (!is_alloc_type(st, Py_TYPE(obj)) && PyObject_CheckBuffer(obj)) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS) < 0)
-            return -1;
-        *ptr = (CUdeviceptr)(uintptr_t)view.buf;
-        *size = (size_t)view.len;
-        PyBuffer_Release(&view);
-        return 0;
-    }
-    return bc_pointer_convert(st, obj, ptr, size);
-}
-
 static int
 span_count(PyObject *onbytes, size_t known, const char *fn, size_t *count)
 {
@@ -1518,7 +1211,7 @@ location_of(bc_State *st, PyObject *obj, CUmemLocation *loc)
         return -1;
     }
     CUdevice dev;
-    if (device_of(st, obj, &dev) < 0)
+    if (bc_device_of(st, obj, &dev) < 0)
         return -1;
     loc->type = CU_MEM_LOCATION_TYPE_DEVICE;
     loc->id = (int)dev;
@@ -1635,8 +1328,7 @@ bc_memory_setup(PyObject *m, bc_State *st)
     if (bc_add_type(m, &allocation_spec, NULL, &st->DeviceAllocationType) < 0 ||
         bc_add_type(m, &managed_spec, NULL, &st->ManagedAllocationType) < 0 ||
         bc_add_type(m, &ipc_spec, NULL, &st->IPCMemoryHandleType) < 0 ||
-        bc_add_type(m, &pooled_spec, NULL, &st->PooledAllocationType) < 0 ||
-        bc_add_type(m, &mempool_spec, NULL, &st->MemPoolType) < 0)
+        bc_add_type(m, &pooled_spec, NULL, &st->PooledAllocationType) < 0)
         return -1;
     return PyModule_AddFunctions(m, memory_methods);
 }

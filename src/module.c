@@ -4,43 +4,12 @@
  * Each driver concept lives in its own file and registers its types and
  * functions through a bc_<concept>_setup(module, state) call made from the exec
  * slot below.  The state holds every heap type and exception class; GC support
- * of the state follows BC_STATE_OBJECTS in state.h. */
-#define BC_NUMPY_IMPORTER
+ * of the state follows BC_STATE_OBJECTS in state.h.  The top floor of the C units
+ * (src/layers.txt): it may call every unit, and none calls it; what they share
+ * (the module definition, type registration, the NumPy table, enum classes) is
+ * in src/state.c, on the lowest floor. */
 #include "barecuda/common.h"
 #include "barecuda/state.h"
-
-PyObject *
-bc_enum_class(bc_State *st, const char *name)
-{
-    if (st->enum_factory == NULL)
-        return NULL;
-    if (st->enum_classes == NULL && (st->enum_classes = PyDict_New()) == NULL)
-        return NULL;
-    PyObject *cls = PyDict_GetItemString(st->enum_classes, name); /* borrowed */
-    if (cls != NULL)
-        return Py_NewRef(cls);
-    cls = PyObject_CallFunction(st->enum_factory, "s", name);
-    if (cls == NULL || PyDict_SetItemString(st->enum_classes, name, cls) < 0) {
-        Py_XDECREF(cls);
-        return NULL;
-    }
-    return cls;
-}
-
-PyObject *
-bc_driver_enum(bc_State *st, const char *enum_name, unsigned long value)
-{
-    PyObject *cls = bc_enum_class(st, enum_name);
-    if (cls == NULL)
-        return PyErr_Occurred() ? NULL : PyLong_FromUnsignedLong(value);
-    PyObject *out = PyObject_CallFunction(cls, "k", value);
-    Py_DECREF(cls);
-    if (out == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
-        PyErr_Clear();
-        out = PyLong_FromUnsignedLong(value);
-    }
-    return out;
-}
 
 PyDoc_STRVAR(set_enum_factory_doc,
 "_set_enum_factory(factory)\n--\n\n"
@@ -66,18 +35,6 @@ static PyMethodDef module_functions[] = {
     {"_set_enum_factory", (PyCFunction)set_enum_factory, METH_O, set_enum_factory_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int
-bc_add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyObject **slot)
-{
-    PyObject *type = PyType_FromModuleAndSpec(m, spec, base);
-    if (type == NULL)
-        return -1;
-    *slot = type;
-    const char *dot = strrchr(spec->name, '.');
-    const char *name = dot ? dot + 1 : spec->name;
-    return PyModule_AddObjectRef(m, name, type);
-}
 
 static int
 intern_strings(bc_State *st)
@@ -109,19 +66,19 @@ static int
 bc_exec(PyObject *m)
 {
     bc_State *st = bc_state_from_module(m);
-    if (PyArray_ImportNumPyAPI() < 0)
+    if (bc_numpy_import() < 0)
         return -1;
     st->contexts = PyDict_New();
     if (st->contexts == NULL || intern_strings(st) < 0)
         return -1;
     int (*const setups[])(PyObject *, bc_State *) = {
         bc_error_setup,    bc_loader_setup,   bc_device_setup, bc_context_setup,
-        bc_stream_setup,   bc_event_setup,    bc_memory_setup, bc_memcpy_setup,
+        bc_stream_setup,   bc_event_setup,    bc_memory_setup, bc_mempool_setup, bc_memcpy_setup,
         bc_cumodule_setup, bc_function_setup, bc_graph_setup,  bc_nvrtc_setup,
         bc_array_setup,    bc_texture_setup,  bc_dlpack_setup, bc_blockcache_setup,
         bc_staging_setup,  bc_gpuarray_setup, bc_hostmem_setup, bc_pointer_setup,
         bc_curand_setup,   bc_linker_setup,   bc_trace_setup,  bc_nvtx_setup,
-        bc_nccl_setup,     bc_diskcache_setup, bc_hostpool_setup,
+        bc_nccl_setup,     bc_diskcache_setup, bc_hostpool_setup, bc_copybench_setup,
     };
     for (size_t i = 0; i < BC_COUNT(setups); i++)
         if (setups[i](m, st) < 0)
@@ -164,24 +121,14 @@ static PyModuleDef_Slot bc_slots[] = {
     {0, NULL},
 };
 
-PyDoc_STRVAR(module_doc,
-"Private C extension of barecuda: the CUDA Driver API and NVRTC, loaded at first use.\n"
-"\n"
-"Use it through barecuda.driver and barecuda.compiler.");
-
-PyModuleDef bc_module_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "barecuda._driver",
-    .m_doc = module_doc,
-    .m_size = sizeof(bc_State),
-    .m_slots = bc_slots,
-    .m_traverse = bc_traverse,
-    .m_clear = bc_clear,
-    .m_free = bc_free,
-};
-
+/* The definition lives on the lowest floor (src/state.c: its address tells our
+ * types' module); the top completes it here, before its first use. */
 PyMODINIT_FUNC
 PyInit__driver(void)
 {
+    bc_module_def.m_slots = bc_slots;
+    bc_module_def.m_traverse = bc_traverse;
+    bc_module_def.m_clear = bc_clear;
+    bc_module_def.m_free = bc_free;
     return PyModuleDef_Init(&bc_module_def);
 }

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Plain addresses: what the driver knows of one (pointer_get_attributes), what
- * range of an allocation it falls in (mem_get_address_range), and host views of memory the CPU can read
- * (as_buffer on allocations and on driver.PointerHolderBase).
+/* Plain addresses: the device pointer a kernel or copy argument stands for
+ * (bc_pointer_convert: our allocations, ints, gpudata, __cuda_array_interface__),
+ * what the driver knows of one (pointer_get_attributes), what range of an
+ * allocation it falls in (mem_get_address_range), and host views of memory the
+ * CPU can read (as_buffer on allocations and on driver.PointerHolderBase).
+ * Below src/memory.c on its floor: it reads the allocation objects' structs
+ * (memory.h) and calls nothing of memory.c.
  *
  * A host view is a memoryview over a small exporter object (_HostView) that holds
  * the owner of the memory, so dropping the owner while the view lives cannot free
@@ -16,6 +20,172 @@
 #include "barecuda/loader.h"
 
 #include <string.h>
+
+/* ------------------------------------------------------ pointer conversion */
+
+static int
+is_alloc_type(bc_State *st, PyTypeObject *tp)
+{
+    /* exact types first; of the subclasses only IPCMemoryHandle's can have
+     * instances (the others are made by the library only) */
+    return tp == (PyTypeObject *)st->DeviceAllocationType ||
+           tp == (PyTypeObject *)st->ManagedAllocationType ||
+           tp == (PyTypeObject *)st->IPCMemoryHandleType ||
+           PyType_IsSubtype(tp, (PyTypeObject *)st->IPCMemoryHandleType);
+}
+
+/* A type's name without its module ("DeviceAllocation"). */
+static const char *
+short_name(PyObject *obj)
+{
+    const char *name = Py_TYPE(obj)->tp_name;
+    const char *dot = strrchr(name, '.');
+    return dot ? dot + 1 : name;
+}
+
+int
+bc_allocation_usable(bc_State *st, bc_DeviceAllocation *a)
+{
+    if (a->kind == BC_ALLOC_UNSET)
+        return bc_error_logic(st, "this %.100s was not initialised: its __init__ must call "
+                                  "IPCMemoryHandle.__init__(self, handle)",
+                              Py_TYPE(a)->tp_name);
+    if (a->freed)
+        return bc_error_logic(st, "this %s was %s", short_name((PyObject *)a),
+                              a->kind == BC_ALLOC_IPC ? "closed" : "freed");
+    return bc_context_check_alive(st, a->ctx, "this allocation");
+}
+
+/* The pointer of an object exposing __cuda_array_interface__ (its 'data' item). */
+static int
+pointer_from_cai(PyObject *cai, CUdeviceptr *out)
+{
+    PyObject *data = PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
+    if (data == NULL || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 1 ||
+        !PyLong_Check(PyTuple_GET_ITEM(data, 0))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "__cuda_array_interface__ must be a dict with a 'data': (ptr, readonly) item");
+        return -1;
+    }
+    unsigned long long p = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0));
+    if (p == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = (CUdeviceptr)p;
+    return 0;
+}
+
+static int
+pointer_from_int(PyObject *obj, CUdeviceptr *out)
+{
+    PyObject *num = PyLong_CheckExact(obj) ? Py_NewRef(obj) : PyNumber_Index(obj);
+    if (num == NULL)
+        return -1;
+    unsigned long long p = PyLong_AsUnsignedLongLong(num);
+    Py_DECREF(num);
+    if (p == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError))
+            PyErr_Format(PyExc_ValueError, "device pointer out of range: %R", obj);
+        return -1;
+    }
+    *out = (CUdeviceptr)p;
+    return 0;
+}
+
+int
+bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *size_out)
+{
+    if (size_out)
+        *size_out = SIZE_MAX;
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (is_alloc_type(st, tp)) {
+        bc_DeviceAllocation *a = (bc_DeviceAllocation *)obj;
+        if (bc_allocation_usable(st, a) < 0)
+            return -1;
+        *out = a->ptr;
+        if (size_out)
+            *size_out = a->size;
+        return 0;
+    }
+    if (tp == (PyTypeObject *)st->PooledAllocationType) {
+        bc_PooledAllocation *p = (bc_PooledAllocation *)obj;
+        if (p->freed)
+            return bc_error_logic(st, "this PooledDeviceAllocation was freed");
+        if (bc_allocation_usable(st, (bc_DeviceAllocation *)p->block) < 0)
+            return -1;
+        *out = p->ptr;
+        if (size_out)
+            *size_out = p->size;
+        return 0;
+    }
+    if (PyBool_Check(obj) || PyFloat_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "expected device memory, not %.100s", tp->tp_name);
+        return -1;
+    }
+    if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer))
+        return pointer_from_int(obj, out);
+    /* gpudata and __cuda_array_interface__ before __index__: GPUArrays and torch
+     * tensors define __index__ (the value of a one-element integer array). */
+    PyObject *inner = PyObject_GetAttr(obj, st->str_gpudata);
+    if (inner != NULL) {
+        if (Py_EnterRecursiveCall(" in device pointer conversion")) {
+            Py_DECREF(inner);
+            return -1;
+        }
+        int rc = bc_pointer_convert(st, inner, out, size_out);
+        Py_LeaveRecursiveCall();
+        Py_DECREF(inner);
+        return rc;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+    PyErr_Clear();
+    PyObject *cai = PyObject_GetAttr(obj, st->str_cai);
+    if (cai != NULL) {
+        int rc = pointer_from_cai(cai, out);
+        Py_DECREF(cai);
+        return rc;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+    PyErr_Clear();
+    if (tp->tp_as_number && tp->tp_as_number->nb_index)
+        return pointer_from_int(obj, out);
+    PyErr_Format(PyExc_TypeError,
+                 "expected device memory (a DeviceAllocation, an object with gpudata or "
+                 "__cuda_array_interface__, or an int pointer), not %.100s",
+                 tp->tp_name);
+    return -1;
+}
+
+bc_Context *
+bc_pointer_context(bc_State *st, PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (is_alloc_type(st, tp))
+        return ((bc_DeviceAllocation *)obj)->ctx;
+    if (tp == (PyTypeObject *)st->PooledAllocationType) {
+        bc_PooledAllocation *p = (bc_PooledAllocation *)obj;
+        return p->block ? ((bc_DeviceAllocation *)p->block)->ctx : NULL;
+    }
+    return NULL;
+}
+
+int
+bc_memory_span(bc_State *st, PyObject *obj, CUdeviceptr *ptr, size_t *size)
+{
+    if (!is_alloc_type(st, Py_TYPE(obj)) && PyObject_CheckBuffer(obj)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS) < 0)
+            return -1;
+        *ptr = (CUdeviceptr)(uintptr_t)view.buf;
+        *size = (size_t)view.len;
+        PyBuffer_Release(&view);
+        return 0;
+    }
+    return bc_pointer_convert(st, obj, ptr, size);
+}
+
+/* ------------------------------------------------------------ host views */
 
 typedef struct {
     PyObject_HEAD

@@ -144,8 +144,22 @@ let_go_kept(PyObject *list, int sync_each)
     return closed;
 }
 
+/* The Graph maker src/graph.c (a floor above) registers at module init. */
+static bc_graph_maker graph_maker;
+
 void
-bc_stream_let_go_kept(bc_Context *ctx)
+bc_stream_set_graph_maker(bc_graph_maker fn)
+{
+    graph_maker = fn;
+}
+
+/* detach()'s first step (BC_CTX_DETACHING, registered with context.c at module
+ * init): every Stream made in ctx whose keep list holds objects is synchronized
+ * (GIL released) and lets them go, so that host memory they hold does not keep a
+ * detached context waiting.  A stream whose synchronize fails keeps its list (its
+ * copies may still read those buffers).  GIL held; never raises. */
+static void
+let_go_kept_in(bc_Context *ctx, int Py_UNUSED(arg))
 {
     PyObject *list = ctx->keeping; /* ours now: a stream noted meanwhile starts a new one */
     ctx->keeping = NULL;
@@ -485,7 +499,14 @@ stream_end_capture(bc_Stream *self, PyObject *Py_UNUSED(ignored))
         bc_drv.cuGraphDestroy(g);
         return NULL;
     }
-    PyObject *out = bc_graph_wrap(st, g, ctx);
+    PyObject *out;
+    if (graph_maker != NULL) {
+        out = graph_maker(st, g, ctx);
+    } else {
+        bc_drv.cuGraphDestroy(g);
+        out = NULL;
+        PyErr_SetString(PyExc_RuntimeError, "end_capture(): graphs are not set up");
+    }
     Py_DECREF(ctx);
     return out;
 }
@@ -685,5 +706,7 @@ static PyType_Spec stream_spec = {
 int
 bc_stream_setup(PyObject *m, bc_State *st)
 {
+    if (bc_context_on(BC_CTX_DETACHING, let_go_kept_in) < 0)
+        return -1;
     return bc_add_type(m, &stream_spec, NULL, &st->StreamType);
 }

@@ -30,7 +30,7 @@ typedef struct {
     PyObject *resource; /* the Array or device-memory object read (NULL after close) */
     bc_Array *array;    /* borrowed from resource when it is an Array counted in users */
     int surface;        /* 1 for a SurfaceObject */
-    int closed;
+    int closed;         /* 1 once closed; -1: a subclass's object before the base's __init__ */
     CUresourcetype restype;
     CUDA_TEXTURE_DESC tex;
     PyObject *weakreflist;
@@ -235,19 +235,34 @@ kind_name(bc_TexObject *t)
     return t->surface ? "SurfaceObject" : "TextureObject";
 }
 
+/* 0, or -1 with LogicError for a subclass's object whose __init__ never called
+ * the base's. */
+static int
+texobj_ready(bc_State *st, bc_TexObject *t)
+{
+    if (t->closed >= 0)
+        return 0;
+    return bc_error_logic(st, "this %.100s was not initialised: its __init__ must call "
+                              "%s.__init__(self, %s)", Py_TYPE(t)->tp_name, kind_name(t),
+                          t->surface ? "array" : "resource, ...");
+}
+
 static int
 texobj_usable(bc_State *st, bc_TexObject *t)
 {
     if (t->closed)
-        return bc_error_logic(st, "this %s was closed", kind_name(t));
+        return t->closed < 0 ? texobj_ready(st, t)
+                             : bc_error_logic(st, "this %s was closed", kind_name(t));
     return bc_context_check_alive(st, t->ctx, kind_name(t));
 }
 
 int
 bc_texture_handle(bc_State *st, PyObject *obj, unsigned long long *out)
 {
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (tp != (PyTypeObject *)st->TextureObjectType && tp != (PyTypeObject *)st->SurfaceObjectType)
+    PyTypeObject *tex = (PyTypeObject *)st->TextureObjectType;
+    PyTypeObject *surf = (PyTypeObject *)st->SurfaceObjectType;
+    /* exact types first, then subclasses */
+    if (!PyObject_TypeCheck(obj, tex) && !PyObject_TypeCheck(obj, surf))
         return 0;
     bc_TexObject *t = (bc_TexObject *)obj;
     if (texobj_usable(st, t) < 0)
@@ -279,40 +294,35 @@ texobj_release(bc_TexObject *t)
     return rc;
 }
 
-/* Make the object: create the handle with ctx entered.  Takes new references
- * to ctx and resource; counts itself in array->users when array is given. */
-static PyObject *
-texobj_create(bc_State *st, int surface, bc_Context *ctx, PyObject *resource, bc_Array *array,
-              const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex)
+/* Create the handle with ctx entered: 0 with *handle, or -1. */
+static int
+texobj_handle_create(bc_State *st, int surface, bc_Context *ctx, const CUDA_RESOURCE_DESC *res,
+                     const CUDA_TEXTURE_DESC *tex, unsigned long long *handle)
 {
     int entered = bc_context_enter(ctx);
     if (entered < 0)
-        return bc_error_logic(st, "could not make the resource's context current"), NULL;
-    unsigned long long handle = 0;
+        return bc_error_logic(st, "could not make the resource's context current");
     CUresult rc;
     if (surface) {
         CUsurfObject h = 0;
         rc = bc_drv.cuSurfObjectCreate(&h, res);
-        handle = (unsigned long long)h;
+        *handle = (unsigned long long)h;
     } else {
         CUtexObject h = 0;
         rc = bc_drv.cuTexObjectCreate(&h, res, tex, NULL);
-        handle = (unsigned long long)h;
+        *handle = (unsigned long long)h;
     }
     bc_context_leave(entered);
-    if (bc_check(st, rc, surface ? "cuSurfObjectCreate" : "cuTexObjectCreate") < 0)
-        return NULL;
-    PyTypeObject *tp = (PyTypeObject *)(surface ? st->SurfaceObjectType : st->TextureObjectType);
-    bc_TexObject *self = (bc_TexObject *)tp->tp_alloc(tp, 0);
-    if (self == NULL) {
-        entered = bc_context_enter(ctx);
-        if (surface)
-            bc_drv.cuSurfObjectDestroy((CUsurfObject)handle);
-        else
-            bc_drv.cuTexObjectDestroy((CUtexObject)handle);
-        bc_context_leave(entered);
-        return NULL;
-    }
+    return bc_check(st, rc, surface ? "cuSurfObjectCreate" : "cuTexObjectCreate");
+}
+
+/* Set self over a new handle: new references to ctx and resource; counts itself
+ * in array->users when array is given. */
+static void
+texobj_fill(bc_TexObject *self, int surface, unsigned long long handle, bc_Context *ctx,
+            PyObject *resource, bc_Array *array, const CUDA_RESOURCE_DESC *res,
+            const CUDA_TEXTURE_DESC *tex)
+{
     self->handle = handle;
     self->ctx = (bc_Context *)Py_NewRef(ctx);
     self->resource = Py_NewRef(resource);
@@ -324,7 +334,52 @@ texobj_create(bc_State *st, int surface, bc_Context *ctx, PyObject *resource, bc
     self->restype = res->resType;
     if (tex != NULL)
         self->tex = *tex;
-    self->weakreflist = NULL;
+}
+
+/* Make an object of type tp (the base, or a subclass for from_linear/from_pitch2d
+ * called on it: set up here, its __init__ not run, as Stream.from_handle):
+ * create the handle with ctx entered; texobj_fill's references. */
+static PyObject *
+texobj_create(bc_State *st, PyTypeObject *tp, int surface, bc_Context *ctx, PyObject *resource,
+              bc_Array *array, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex)
+{
+    unsigned long long handle = 0;
+    if (texobj_handle_create(st, surface, ctx, res, tex, &handle) < 0)
+        return NULL;
+    /* tp_alloc: zeroed (a subclass's __slots__ and __dict__ too) and tracked */
+    bc_TexObject *self = (bc_TexObject *)tp->tp_alloc(tp, 0);
+    if (self == NULL) {
+        int entered = bc_context_enter(ctx);
+        if (surface)
+            bc_drv.cuSurfObjectDestroy((CUsurfObject)handle);
+        else
+            bc_drv.cuTexObjectDestroy((CUtexObject)handle);
+        bc_context_leave(entered);
+        return NULL;
+    }
+    texobj_fill(self, surface, handle, ctx, resource, array, res, tex);
+    return (PyObject *)self;
+}
+
+/* What TextureObject(resource, ...) and SurfaceObject(array) make, parsed and
+ * checked: the handle is made in the array's context. */
+typedef struct {
+    PyObject *resource; /* borrowed from the arguments */
+    bc_Array *array;
+    CUDA_RESOURCE_DESC res;
+    CUDA_TEXTURE_DESC tex;
+} texobj_args;
+
+/* An unset object of a subclass of TextureObject or SurfaceObject (closed -1):
+ * the base's __init__ makes the handle. */
+static PyObject *
+texobj_alloc_unset(PyTypeObject *tp, int surface)
+{
+    bc_TexObject *self = (bc_TexObject *)tp->tp_alloc(tp, 0);
+    if (self != NULL) {
+        self->surface = surface;
+        self->closed = -1;
+    }
     return (PyObject *)self;
 }
 
@@ -350,34 +405,52 @@ PyDoc_STRVAR(texture_doc,
 "texture is closed.  close() is idempotent; mipmapped arrays and resource views\n"
 "are not supported.");
 
-static PyObject *
-texture_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+static int
+texture_args(bc_State *st, PyObject *args, PyObject *kwargs, texobj_args *out)
 {
-    bc_State *st = (bc_State *)bc_state_of_type(tp);
     static char *kwlist[] = {"resource", OPTION_KEYWORDS, NULL};
     PyObject *resource;
     tex_options o = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|" OPTION_FORMAT ":TextureObject", kwlist,
                                      &resource, OPTION_POINTERS(o)))
-        return NULL;
-    if (Py_TYPE(resource) != (PyTypeObject *)st->ArrayType) {
+        return -1;
+    if (!PyObject_TypeCheck(resource, (PyTypeObject *)st->ArrayType)) {
         PyErr_Format(PyExc_TypeError,
                      "TextureObject() reads an Array, not %.100s; use "
                      "TextureObject.from_linear() or from_pitch2d() for device memory",
                      Py_TYPE(resource)->tp_name);
-        return NULL;
+        return -1;
     }
     bc_Array *a = bc_array_convert(st, resource);
-    if (a == NULL)
+    if (a == NULL || fill_texture_desc(&o, CU_RESOURCE_TYPE_ARRAY, a->desc.Format, &out->tex) < 0)
+        return -1;
+    /* the options' __bool__/__index__ run Python code that may have freed the array */
+    if (bc_array_convert(st, resource) == NULL)
+        return -1;
+    out->resource = resource;
+    out->array = a;
+    memset(&out->res, 0, sizeof out->res);
+    out->res.resType = CU_RESOURCE_TYPE_ARRAY;
+    out->res.res.array.hArray = a->handle;
+    return 0;
+}
+
+/* TextureObject(resource, ...) and SurfaceObject(array) make the handle in
+ * __new__.  A subclass (PyCUDA's classes are built in __init__, so its own
+ * __init__ may take other arguments) gets an unset object from __new__ and the
+ * base's __init__ makes the handle. */
+static PyObject *
+texture_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(tp);
+    if (st == NULL)
         return NULL;
-    CUDA_TEXTURE_DESC tex;
-    if (fill_texture_desc(&o, CU_RESOURCE_TYPE_ARRAY, a->desc.Format, &tex) < 0)
+    if (tp != (PyTypeObject *)st->TextureObjectType)
+        return texobj_alloc_unset(tp, 0);
+    texobj_args a;
+    if (texture_args(st, args, kwargs, &a) < 0)
         return NULL;
-    CUDA_RESOURCE_DESC res;
-    memset(&res, 0, sizeof res);
-    res.resType = CU_RESOURCE_TYPE_ARRAY;
-    res.res.array.hArray = a->handle;
-    return texobj_create(st, 0, a->ctx, resource, a, &res, &tex);
+    return texobj_create(st, tp, 0, a.array->ctx, a.resource, a.array, &a.res, &a.tex);
 }
 
 /* Device pointer and format arguments common to from_linear and from_pitch2d. */
@@ -399,8 +472,8 @@ memory_args(bc_State *st, PyObject *mem, PyObject *fmt, PyObject *nc, const char
 /* The TextureObject over the device memory of `mem` that `res` describes (LINEAR or
  * PITCH2D) with options o, made in the current context; `mem` is kept alive. */
 static PyObject *
-memory_texture(bc_State *st, PyObject *mem, const tex_options *o, const CUDA_RESOURCE_DESC *res,
-               unsigned int format)
+memory_texture(bc_State *st, PyObject *cls, PyObject *mem, const tex_options *o,
+               const CUDA_RESOURCE_DESC *res, unsigned int format)
 {
     CUDA_TEXTURE_DESC tex;
     if (fill_texture_desc(o, res->resType, format, &tex) < 0)
@@ -408,7 +481,7 @@ memory_texture(bc_State *st, PyObject *mem, const tex_options *o, const CUDA_RES
     bc_Context *ctx = bc_context_current(st);
     if (ctx == NULL)
         return NULL;
-    PyObject *out = texobj_create(st, 0, ctx, mem, NULL, res, &tex);
+    PyObject *out = texobj_create(st, (PyTypeObject *)cls, 0, ctx, mem, NULL, res, &tex);
     Py_DECREF(ctx);
     return out;
 }
@@ -460,7 +533,7 @@ texture_from_linear(PyObject *cls, PyObject *args, PyObject *kwargs)
     res.res.linear.format = (CUarray_format)format;
     res.res.linear.numChannels = channels;
     res.res.linear.sizeInBytes = nbytes;
-    return memory_texture(st, mem, &o, &res, format);
+    return memory_texture(st, cls, mem, &o, &res, format);
 }
 
 PyDoc_STRVAR(from_pitch2d_doc,
@@ -519,7 +592,7 @@ texture_from_pitch2d(PyObject *cls, PyObject *args, PyObject *kwargs)
     res.res.pitch2D.width = width;
     res.res.pitch2D.height = height;
     res.res.pitch2D.pitchInBytes = pitch;
-    return memory_texture(st, mem, &o, &res, format);
+    return memory_texture(st, cls, mem, &o, &res, format);
 }
 
 PyDoc_STRVAR(surface_doc,
@@ -529,28 +602,68 @@ PyDoc_STRVAR(surface_doc,
 "cudaSurfaceObject_t (x offsets are in bytes).  Keeps the array alive, and\n"
 "Array.free() raises LogicError until it is closed.");
 
-static PyObject *
-surface_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+static int
+surface_args(bc_State *st, PyObject *args, PyObject *kwargs, texobj_args *out)
 {
-    bc_State *st = (bc_State *)bc_state_of_type(tp);
     static char *kwlist[] = {"array", NULL};
     PyObject *resource;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:SurfaceObject", kwlist, &resource))
-        return NULL;
+        return -1;
     bc_Array *a = bc_array_convert(st, resource);
     if (a == NULL)
-        return NULL;
+        return -1;
     if (!(a->desc.Flags & CUDA_ARRAY3D_SURFACE_LDST)) {
         PyErr_SetString(PyExc_ValueError,
                         "SurfaceObject() needs an Array made with array3d_flags.SURFACE_LDST "
                         "(np_to_array(..., allow_surface_bind=True) makes one)");
-        return NULL;
+        return -1;
     }
-    CUDA_RESOURCE_DESC res;
-    memset(&res, 0, sizeof res);
-    res.resType = CU_RESOURCE_TYPE_ARRAY;
-    res.res.array.hArray = a->handle;
-    return texobj_create(st, 1, a->ctx, resource, a, &res, NULL);
+    out->resource = resource;
+    out->array = a;
+    memset(&out->res, 0, sizeof out->res);
+    out->res.resType = CU_RESOURCE_TYPE_ARRAY;
+    out->res.res.array.hArray = a->handle;
+    return 0;
+}
+
+static PyObject *
+surface_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of_type(tp);
+    if (st == NULL)
+        return NULL;
+    if (tp != (PyTypeObject *)st->SurfaceObjectType)
+        return texobj_alloc_unset(tp, 1);
+    texobj_args a;
+    if (surface_args(st, args, kwargs, &a) < 0)
+        return NULL;
+    return texobj_create(st, tp, 1, a.array->ctx, a.resource, a.array, &a.res, NULL);
+}
+
+/* TextureObject.__init__ and SurfaceObject.__init__: a no-op for the base types,
+ * the real construction for a subclass's object. */
+static int
+texobj_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of(self);
+    if (Py_IS_TYPE(self, (PyTypeObject *)st->TextureObjectType) ||
+        Py_IS_TYPE(self, (PyTypeObject *)st->SurfaceObjectType))
+        return 0; /* made by __new__ from the same arguments */
+    bc_TexObject *t = (bc_TexObject *)self;
+    if (t->closed >= 0) {
+        PyErr_Format(PyExc_TypeError, "%s.__init__() called twice on this %.100s", kind_name(t),
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    texobj_args a;
+    if ((t->surface ? surface_args : texture_args)(st, args, kwargs, &a) < 0)
+        return -1;
+    const CUDA_TEXTURE_DESC *tex = t->surface ? NULL : &a.tex;
+    unsigned long long handle = 0;
+    if (texobj_handle_create(st, t->surface, a.array->ctx, &a.res, tex, &handle) < 0)
+        return -1;
+    texobj_fill(t, t->surface, handle, a.array->ctx, a.resource, a.array, &a.res, tex);
+    return 0;
 }
 
 static void
@@ -636,13 +749,15 @@ texobj_get_context(bc_TexObject *self, void *Py_UNUSED(c))
 static PyObject *
 texobj_get_closed(bc_TexObject *self, void *Py_UNUSED(c))
 {
-    return PyBool_FromLong(self->closed);
+    return PyBool_FromLong(self->closed > 0);
 }
 
 static PyObject *
 texture_get_address_mode(bc_TexObject *self, void *Py_UNUSED(c))
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (texobj_ready(st, self) < 0)
+        return NULL;
     PyObject *t = PyTuple_New(3);
     for (int i = 0; t && i < 3; i++) {
         PyObject *v = bc_driver_enum(st, "address_mode", (unsigned long)self->tex.addressMode[i]);
@@ -657,6 +772,8 @@ texture_get_address_mode(bc_TexObject *self, void *Py_UNUSED(c))
 static PyObject *
 texture_get_filter_mode(bc_TexObject *self, void *Py_UNUSED(c))
 {
+    if (texobj_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
     return bc_driver_enum(bc_state_of((PyObject *)self), "filter_mode",
                        (unsigned long)self->tex.filterMode);
 }
@@ -664,12 +781,16 @@ texture_get_filter_mode(bc_TexObject *self, void *Py_UNUSED(c))
 static PyObject *
 texture_get_normalized(bc_TexObject *self, void *Py_UNUSED(c))
 {
+    if (texobj_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
     return PyBool_FromLong((self->tex.flags & CU_TRSF_NORMALIZED_COORDINATES) != 0);
 }
 
 static PyObject *
 texture_get_read_mode(bc_TexObject *self, void *Py_UNUSED(c))
 {
+    if (texobj_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
     return PyUnicode_FromString((self->tex.flags & CU_TRSF_READ_AS_INTEGER) ? "element"
                                                                             : "normalized_float");
 }
@@ -677,12 +798,16 @@ texture_get_read_mode(bc_TexObject *self, void *Py_UNUSED(c))
 static PyObject *
 texture_get_flags(bc_TexObject *self, void *Py_UNUSED(c))
 {
+    if (texobj_ready(bc_state_of((PyObject *)self), self) < 0)
+        return NULL;
     return bc_driver_enum(bc_state_of((PyObject *)self), "trsf_flags", self->tex.flags);
 }
 
 static PyObject *
 texobj_repr(bc_TexObject *self)
 {
+    if (self->closed < 0)
+        return PyUnicode_FromFormat("<barecuda.driver.%s (not initialised)>", kind_name(self));
     char buf[32]; /* PyUnicode_FromFormat has no %llx before Python 3.12 */
     snprintf(buf, sizeof buf, "0x%llx", self->handle);
     return PyUnicode_FromFormat("<barecuda.driver.%s %s%s>", kind_name(self), buf,
@@ -743,6 +868,7 @@ static PyMemberDef texobj_members[] = {
 
 static PyType_Slot texture_slots[] = {
     {Py_tp_new, texture_new},
+    {Py_tp_init, texobj_init},
     {Py_tp_dealloc, texobj_dealloc},
     {Py_tp_traverse, texobj_traverse},
     {Py_tp_repr, texobj_repr},
@@ -757,6 +883,7 @@ static PyType_Slot texture_slots[] = {
 
 static PyType_Slot surface_slots[] = {
     {Py_tp_new, surface_new},
+    {Py_tp_init, texobj_init},
     {Py_tp_dealloc, texobj_dealloc},
     {Py_tp_traverse, texobj_traverse},
     {Py_tp_repr, texobj_repr},
@@ -772,14 +899,16 @@ static PyType_Slot surface_slots[] = {
 static PyType_Spec texture_spec = {
     .name = "barecuda.driver.TextureObject",
     .basicsize = sizeof(bc_TexObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = texture_slots,
 };
 
 static PyType_Spec surface_spec = {
     .name = "barecuda.driver.SurfaceObject",
     .basicsize = sizeof(bc_TexObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_BASETYPE,
     .slots = surface_slots,
 };
 

@@ -17,9 +17,12 @@
  *
  * Rule: one active trace per module (so per process, in practice); starting a
  * second raises RuntimeError.  All threads' operations are recorded, with their
- * thread id.  Records are appended with the GIL held. */
+ * thread id.  Records are appended with the GIL held.
+ *
+ * On the lowest floor, as every floor records into it: the one thing it needs
+ * from above, making a context current for _trace_start(), src/context.c lends
+ * it at module init (bc_trace_set_context_require). */
 #include "barecuda/trace.h"
-#include "barecuda/context.h"
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 
@@ -269,6 +272,14 @@ bc_trace_mark(bc_State *st, const char *name)
 
 /* ------------------------------------------------------------ start, stop */
 
+static int (*context_require)(bc_State *st);
+
+void
+bc_trace_set_context_require(int (*fn)(bc_State *st))
+{
+    context_require = fn;
+}
+
 static void
 trace_free(bc_trace *t)
 {
@@ -316,7 +327,11 @@ bc_trace_start(PyObject *m, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     BC_REQUIRE_DRIVER(st, NULL);
-    if (bc_context_require(st) < 0)
+    if (context_require == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_trace_start(): contexts are not set up");
+        return NULL;
+    }
+    if (context_require(st) < 0)
         return NULL;
     bc_trace *t = PyMem_Calloc(1, sizeof *t);
     if (t == NULL)

@@ -8,6 +8,7 @@ GPU suite can never pass by skipping.
 """
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -41,6 +42,56 @@ def nvrtc_newer_than_driver():
         return None
     return (f"NVRTC {major}.{minor} is newer than the driver (CUDA {driver // 1000}."
             f"{driver % 1000 // 10}): the driver cannot load its PTX or relocatable code")
+
+
+#: BARECUDA_FULL_TEMPLATES=1 (set by .ci/gpu) compiles every dtype combination
+#: of the kernel templates; without it a CPU run compiles a cover of them
+#: (DTYPE_COVER, and a few of each test's mixed pairings).
+FULL_TEMPLATES = os.environ.get("BARECUDA_FULL_TEMPLATES") == "1"
+
+
+#: The dtypes a CPU run compiles the templates for: bool, a small signed and a wide
+#: unsigned integer, half, double and complex.
+DTYPE_COVER = [np.dtype(t) for t in (np.bool_, np.int8, np.uint64, np.float16, np.float64,
+                                     np.complex64)]
+
+
+def full_or(everything, cover):
+    """The parameters of a compile-check matrix: `everything` with
+    BARECUDA_FULL_TEMPLATES=1, else `cover` (a subset of it)."""
+    assert all(c in everything for c in cover), "the cover must be part of the matrix"
+    return everything if FULL_TEMPLATES else cover
+
+
+def nvrtc_check(source, **kw):
+    """Compile `source` with NVRTC, as a CPU test's proof that a template or an
+    example is valid CUDA C, and return the PTX.
+
+    The target is PTX for compute_90: that is all of NVRTC's own work (parsing,
+    templates, NVVM).  A cubin adds ptxas, which took five times longer on
+    barecuda's reduction kernels and owned most of the CPU suite's time; the GPU
+    suite builds and runs cubins of the same kernels.  A compile error becomes an
+    AssertionError carrying NVRTC's log around the failing line."""
+    from barecuda import compiler
+    kw.setdefault("no_extern_c", True)
+    kw.setdefault("arch", "compute_90")
+    try:
+        return compiler.compile(source, target="ptx", **kw)
+    except drv.CompileError as exc:
+        raise AssertionError(str(exc)) from None
+
+
+def nvrtc_check_many(sources, size=300):
+    """nvrtc_check of many kernels' sources, `size` to a translation unit: one
+    NVRTC run parses the headers once for all of them.  Each __global__
+    function is renamed name_<n> so that the names stay unique."""
+    sources = list(sources)
+    for start in range(0, len(sources), size):
+        parts = ["#include <cuda_fp16.h>\n#define BC_HAVE_HALF 1\n"]
+        for n, src in enumerate(sources[start:start + size], start):
+            parts.append(re.sub(r"__global__ void (\w+)\(",
+                                lambda m: f"__global__ void {m.group(1)}_{n}(", src))
+        nvrtc_check("\n".join(parts))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -9,8 +9,11 @@
  * forms, which run at once) really move the bytes, and fake_copy_counts tells
  * a test which of them barecuda used and on which stream (tests/
  * test_memcpy_fakedriver.py); page-locked and registered host memory is known to
- * cuPointerGetAttribute(MEMORY_TYPE) as the driver's would be.  Entry points not
- * listed answer CUDA_ERROR_NOT_SUPPORTED. */
+ * cuPointerGetAttribute(MEMORY_TYPE) as the driver's would be.  CUDA arrays are
+ * host bytes too (2D/3D copies move them), texture, surface and IPC handles are
+ * tokens, and the JIT linker "links" by handing back its last input (PTX that
+ * cuModuleLoadData then reads).  Entry points not listed answer
+ * CUDA_ERROR_NOT_SUPPORTED. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -203,6 +206,118 @@ size_t fake_last_launch(unsigned int dims[7], unsigned char *buf, size_t cap) {
 static CUresult f_eventcreate(CUevent *e, unsigned f) { (void)f; *e = (CUevent)0x4000; return 0; }
 static CUresult f_elapsed(float *ms, CUevent a, CUevent b) { (void)a; (void)b; *ms = 0; return 0; }
 
+/* CUDA arrays: the descriptor and the bytes, rows tightly packed */
+struct fake_array { size_t row, rows; unsigned char *data; };
+static size_t format_bytes(CUarray_format f) {
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
+    default: return 4;
+    }
+}
+static CUresult f_array3dcreate(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+    struct fake_array *a = calloc(1, sizeof *a);
+    if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+    a->row = format_bytes(d->Format) * d->NumChannels * d->Width;
+    a->rows = d->Height ? d->Height : 1;
+    if (!(a->data = calloc(a->row * a->rows * (d->Depth ? d->Depth : 1), 1))) {
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = (CUarray)a;
+    return 0;
+}
+static CUresult f_arraydestroy(CUarray h) {
+    struct fake_array *a = (struct fake_array *)h;
+    free(a->data);
+    free(a);
+    return 0;
+}
+
+/* 2D and 3D copies between host, device (host memory here) and array ends */
+struct end { CUmemorytype type; const void *host; CUdeviceptr dev; CUarray arr; size_t x, y, z, pitch, height; };
+#define END3(c, p) ((struct end){(c)->p##MemoryType, (c)->p##Host, (c)->p##Device, (c)->p##Array, \
+                                 (c)->p##XInBytes, (c)->p##Y, (c)->p##Z, (c)->p##Pitch, (c)->p##Height})
+#define END2(c, p) ((struct end){(c)->p##MemoryType, (c)->p##Host, (c)->p##Device, (c)->p##Array, \
+                                 (c)->p##XInBytes, (c)->p##Y, 0, (c)->p##Pitch, 1})
+static unsigned char *end_base(const struct end *e, size_t *pitch, size_t *height) {
+    if (e->type == CU_MEMORYTYPE_ARRAY) {
+        struct fake_array *a = (struct fake_array *)e->arr;
+        *pitch = a->row; *height = a->rows;
+        return a->data;
+    }
+    *pitch = e->pitch; *height = e->height;
+    return e->type == CU_MEMORYTYPE_HOST ? (unsigned char *)e->host : (unsigned char *)(uintptr_t)e->dev;
+}
+static CUresult copy3d(struct end s, struct end d, size_t w, size_t h, size_t depth) {
+    size_t sp, sh, dp, dh;
+    unsigned char *sb = end_base(&s, &sp, &sh), *db = end_base(&d, &dp, &dh);
+    if (!sb || !db) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t z = 0; z < depth; z++)
+        for (size_t y = 0; y < h; y++)
+            memmove(db + ((d.z + z) * dh + d.y + y) * dp + d.x, sb + ((s.z + z) * sh + s.y + y) * sp + s.x, w);
+    return 0;
+}
+static CUresult f_memcpy2d(const CUDA_MEMCPY2D *c) { return copy3d(END2(c, src), END2(c, dst), c->WidthInBytes, c->Height, 1); }
+static CUresult f_memcpy2d_async(const CUDA_MEMCPY2D *c, CUstream s) { (void)s; return f_memcpy2d(c); }
+static CUresult f_memcpy3d(const CUDA_MEMCPY3D *c) { return copy3d(END3(c, src), END3(c, dst), c->WidthInBytes, c->Height, c->Depth); }
+static CUresult f_memcpy3d_async(const CUDA_MEMCPY3D *c, CUstream s) { (void)s; return f_memcpy3d(c); }
+static CUresult f_memcpy3dpeer(const CUDA_MEMCPY3D_PEER *c) { return copy3d(END3(c, src), END3(c, dst), c->WidthInBytes, c->Height, c->Depth); }
+static CUresult f_memcpy3dpeer_async(const CUDA_MEMCPY3D_PEER *c, CUstream s) { (void)s; return f_memcpy3dpeer(c); }
+
+/* texture and surface objects: tokens */
+static CUresult f_texcreate(CUtexObject *t, const CUDA_RESOURCE_DESC *r, const CUDA_TEXTURE_DESC *d,
+                            const CUDA_RESOURCE_VIEW_DESC *v) {
+    (void)r; (void)d; (void)v;
+    static CUtexObject k = 0x5000;
+    *t = __atomic_add_fetch(&k, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+static CUresult f_surfcreate(CUsurfObject *t, const CUDA_RESOURCE_DESC *r) {
+    (void)r;
+    static CUsurfObject k = 0x6000;
+    *t = __atomic_add_fetch(&k, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+/* the JIT linker: its image is its last input */
+struct fake_link { char *data; };
+static CUresult f_linkcreate(unsigned n, CUjit_option *o, void **v, CUlinkState *out) {
+    (void)n; (void)o; (void)v;
+    return (*out = calloc(1, sizeof(struct fake_link))) ? 0 : CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult f_linkadddata(CUlinkState st, CUjitInputType t, void *data, size_t size, const char *name,
+                              unsigned n, CUjit_option *o, void **v) {
+    (void)t; (void)name; (void)n; (void)o; (void)v;
+    struct fake_link *l = (struct fake_link *)st;
+    char *copy = malloc(size + 1);
+    if (!copy) return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(copy, data, size);
+    copy[size] = '\0';
+    free(l->data);
+    l->data = copy;
+    return 0;
+}
+static CUresult f_linkcomplete(CUlinkState st, void **image, size_t *size) {
+    struct fake_link *l = (struct fake_link *)st;
+    if (!l->data) return CUDA_ERROR_INVALID_VALUE;
+    *image = l->data; *size = strlen(l->data) + 1;
+    return 0;
+}
+static CUresult f_linkdestroy(CUlinkState st) {
+    struct fake_link *l = (struct fake_link *)st;
+    free(l->data);
+    free(l);
+    return 0;
+}
+
+/* IPC: a handle's first 8 bytes are the pointer it opens */
+static CUresult f_ipcopen(CUdeviceptr *p, CUipcMemHandle h, unsigned f) {
+    (void)f;
+    memcpy(p, h.reserved, sizeof *p);
+    return 0;
+}
+
 static const struct { const char *name; void *fn; } table[] = {
     {"cuInit", f_init}, {"cuDriverGetVersion", cuDriverGetVersion},
     {"cuGetErrorName", f_errname}, {"cuGetErrorString", f_errname},
@@ -224,6 +339,15 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuStreamWaitEvent", ok},
     {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", ok},
     {"cuEventSynchronize", ok}, {"cuEventDestroy", ok}, {"cuEventElapsedTime", f_elapsed},
+    {"cuArray3DCreate", f_array3dcreate}, {"cuArrayDestroy", f_arraydestroy},
+    {"cuMemcpy2D", f_memcpy2d}, {"cuMemcpy2DUnaligned", f_memcpy2d}, {"cuMemcpy2DAsync", f_memcpy2d_async},
+    {"cuMemcpy3D", f_memcpy3d}, {"cuMemcpy3DAsync", f_memcpy3d_async},
+    {"cuMemcpy3DPeer", f_memcpy3dpeer}, {"cuMemcpy3DPeerAsync", f_memcpy3dpeer_async},
+    {"cuTexObjectCreate", f_texcreate}, {"cuTexObjectDestroy", ok},
+    {"cuSurfObjectCreate", f_surfcreate}, {"cuSurfObjectDestroy", ok},
+    {"cuLinkCreate", f_linkcreate}, {"cuLinkAddData", f_linkadddata},
+    {"cuLinkComplete", f_linkcomplete}, {"cuLinkDestroy", f_linkdestroy},
+    {"cuIpcOpenMemHandle", f_ipcopen}, {"cuIpcCloseMemHandle", ok},
 };
 
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags,

@@ -6,10 +6,9 @@ real/imag layout, mul_add(out=), NumPy shapes, CAI strides, cumath's
 stream_or_out and ldexp.  CPU tests (registry, argument checks, NVRTC compiles of
 every new kernel) run anywhere; GPU tests compare with NumPy on random data."""
 
-import re
-
 import numpy as np
 import pytest
+from conftest import DTYPE_COVER, full_or, nvrtc_check, nvrtc_check_many
 
 from barecuda import cumath, tools
 from barecuda._array import gather as _gather
@@ -25,6 +24,8 @@ NUM = [np.dtype(t) for t in (np.bool_, np.int8, np.int32, np.int64, np.uint8, np
                              np.uint64, np.float16, np.float32, np.float64, np.complex64,
                              np.complex128)]
 SHAPES = [(0,), (1,), (777,), (3, 5), (4, 3, 2)]
+#: The dtypes whose kernels the CPU tests compile (all of NUM with BARECUDA_FULL_TEMPLATES=1).
+COMPILED = full_or(NUM, DTYPE_COVER)
 
 
 def rand(rng, shape, dt):
@@ -138,20 +139,9 @@ def test_vec_struct_argument_transport():
 
 # ================================================================== CPU: NVRTC compiles
 
-def _nvrtc_compile(src):
-    compiler = pytest.importorskip("barecuda.compiler")
-    try:
-        return compiler.compile(src, arch="sm_90", no_extern_c=True)
-    except Exception as exc:
-        raise AssertionError(str(exc)) from None
 
-
-def _compile_all(kernels, reductions=()):
-    parts = ["#include <cuda_fp16.h>\n#define BC_HAVE_HALF 1\n"]
-    for n, k in enumerate(list(kernels) + list(reductions)):
-        parts.append(re.sub(r"__global__ void (\w+)\(",
-                            lambda m: f"__global__ void {m.group(1)}_{n}(", k.source()))
-    _nvrtc_compile("\n".join(parts))
+def _compile_all(kernels):
+    nvrtc_check_many(k.source() for k in kernels)
 
 
 def test_compile_vec_kernels():
@@ -166,7 +156,7 @@ def test_compile_vec_kernels():
 
 def test_compile_new_elementwise_kernels():
     ks = []
-    for dt in NUM:
+    for dt in COMPILED:
         ks.append(ga._reverse_kernel(dt))
         ks.append(_logic._not_kernel(dt))
         for other in (dt, np.dtype(np.float64)):
@@ -199,18 +189,18 @@ def test_compile_new_elementwise_kernels():
     _compile_all(ks)
 
 
-@pytest.mark.parametrize("dt", NUM, ids=str)
+@pytest.mark.parametrize("dt", COMPILED, ids=str)
 def test_compile_new_reductions(dt):
     rs = [_logic._any_all_kernel("any", dt), _logic._any_all_kernel("all", dt)]
     acc = ga._sum_dtype(dt)
     acc = np.dtype(np.float32) if acc == np.float16 else acc
     rs.append(_gather._subset_sum_kernel(np.dtype(np.int32), dt, acc))
     for k in rs:
-        _nvrtc_compile(k.source())
+        nvrtc_check(k.source())
 
 
 def test_nvrtc_std_header_standins():
-    _nvrtc_compile("#include <math.h>\n#include <cmath>\n#include <stdio.h>\n#include <cstdio>\n"
+    nvrtc_check("#include <math.h>\n#include <cmath>\n#include <stdio.h>\n#include <cstdio>\n"
                    'extern "C" __global__ void f(float *x) { double h = HUGE_VAL; '
                    'x[0] = sqrtf(x[1]) + M_PI + INFINITY + NAN + h; printf("%f", x[0]); }')
 

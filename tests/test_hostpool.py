@@ -179,8 +179,8 @@ def test_threads(pool):
     def work(seed):
         r = np.random.default_rng(seed)
         try:
-            for _ in range(20):
-                n = int(r.integers(8 * MiB, 40 * MiB))
+            for _ in range(6):
+                n = int(r.integers(8 * MiB, 20 * MiB))
                 a = _driver._host_empty(n, np.uint8)
                 a[::4096] = seed
                 if not (a[::4096] == seed).all():

@@ -5,6 +5,7 @@ CPU; results, determinism and concurrent streams on a GPU."""
 
 import numpy as np
 import pytest
+from conftest import DTYPE_COVER, full_or, nvrtc_check
 
 from barecuda import reduction as red
 from barecuda import tools
@@ -13,14 +14,6 @@ from barecuda.reduction import ReductionKernel, _grid, _vector_plan
 DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
                                 np.uint16, np.uint32, np.uint64, np.float16, np.float32,
                                 np.float64, np.complex64, np.complex128)]
-
-
-def _compile(src):
-    compiler = pytest.importorskip("barecuda.compiler")
-    try:
-        return compiler.compile(src, arch="sm_90", no_extern_c=True)
-    except Exception as exc:
-        raise AssertionError(str(exc)) from None
 
 
 # ------------------------------------------------------------------ CPU: the plan
@@ -99,10 +92,11 @@ def test_source_shape():
     assert not any("$" in ln for ln in code)
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("dt", full_or(DTYPES, DTYPE_COVER), ids=str)
 def test_compile_every_variant(dt):
     """Vector and scalar paths, 32/64-bit indices, range variants, one and two
-    inputs of mixed widths, for every dtype."""
+    inputs of mixed widths, for every dtype (of the cover, unless
+    BARECUDA_FULL_TEMPLATES=1)."""
     ct = tools.dtype_to_ctype(dt)
     ks = [ReductionKernel(dt, "0", "a+b", arguments=f"{ct} *in"),
           ReductionKernel(dt, "0", "a+b", f"bc_cast<{ct}>(x[i]) * bc_cast<{ct}>(y[i])",
@@ -116,7 +110,7 @@ def test_compile_every_variant(dt):
         red._tuning(**old)
     for k in ks:
         for v in ((False, False), (True, False), (True, True)):
-            _compile(k.source(*v))
+            nvrtc_check(k.source(*v))
 
 
 def test_gpuarray_reductions_use_vector_loads():
@@ -145,7 +139,7 @@ def test_pycuda_getter_layout_unchanged():
         red._getter_module = orig
     src = seen["src"]
     assert "#define BC_ONEPASS 0" in src and "#define BC_VEC 1" in src
-    _compile(src)
+    nvrtc_check(src)
 
 
 # ------------------------------------------------------------------ GPU

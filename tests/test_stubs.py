@@ -8,7 +8,6 @@ signatures and types themselves.
 """
 
 import ast
-import inspect
 import pathlib
 
 import pytest

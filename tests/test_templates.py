@@ -2,11 +2,9 @@
 """CPU tests of the array layer: template rendering, C declaration parsing, dtype names,
 and NVRTC compilation (no GPU needed) of every kernel the array layer generates."""
 
-import os
-import re
-
 import numpy as np
 import pytest
+from conftest import DTYPE_COVER, FULL_TEMPLATES, full_or, nvrtc_check, nvrtc_check_many
 
 from barecuda import tools
 from barecuda import elementwise as ew
@@ -24,32 +22,12 @@ FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]
 BINOPS = ["add", "subtract", "multiply", "true_divide", "floor_divide", "remainder", "power",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "maximum",
           "minimum"]
-FULL = os.environ.get("BARECUDA_FULL_TEMPLATES") == "1"
+#: The dtypes whose kernels are compiled: all of them with BARECUDA_FULL_TEMPLATES=1.
+COMPILED = full_or(DTYPES, DTYPE_COVER)
 
 
-def _nvrtc_compile(src):
-    compiler = pytest.importorskip("barecuda.compiler")
-    try:
-        return compiler.compile(src, arch="sm_90", no_extern_c=True)
-    except Exception as exc:  # show the source region of the first error
-        raise AssertionError(f"{exc}") from None
-
-
-def _batch(kernels, variants=((False, False),)):
-    """One translation unit holding every kernel's source, names made unique."""
-    parts = ["#include <cuda_fp16.h>\n#define BC_HAVE_HALF 1\n"]
-    for n, k in enumerate(kernels):
-        for v in variants:
-            src = k.source(*v)
-            parts.append(re.sub(r"__global__ void (\w+)\(",
-                                lambda m: f"__global__ void {m.group(1)}_{n}_{int(v[0])}{int(v[1])}(",
-                                src))
-    return "\n".join(parts)
-
-
-def _compile_in_batches(kernels, variants=((False, False),), size=300):
-    for s in range(0, len(kernels), size):
-        _nvrtc_compile(_batch(kernels[s:s + size], variants))
+def _compile_in_batches(kernels, variants=((False, False),)):
+    nvrtc_check_many(k.source(*v) for k in kernels for v in variants)
 
 
 # ------------------------------------------------------------------ dtypes, parsing
@@ -236,7 +214,7 @@ def _binop_kernels(pairs, scalars):
                 continue
             ks.append(ga._binary_kernel(op, x, y, False, False, res,
                                         ga._compute_dtype(op, x, y, res)))
-    for x in DTYPES:
+    for x in COMPILED:
         for op in BINOPS:
             for sc in scalars:
                 try:
@@ -250,22 +228,22 @@ def _binop_kernels(pairs, scalars):
 
 
 def test_compile_binary_ops():
-    pairs = [(x, y) for x in DTYPES for y in DTYPES] if FULL else \
-        [(x, x) for x in DTYPES] + [(x, y) for x, y in zip(DTYPES, DTYPES[1:] + DTYPES[:1])]
-    scalars = [True, 3, 2.5, 1j, np.float32(1)] if FULL else [3, 2.5]
+    pairs = [(x, y) for x in DTYPES for y in DTYPES] if FULL_TEMPLATES else \
+        [(x, x) for x in COMPILED] + [(x, y) for x, y in zip(COMPILED, COMPILED[1:] + COMPILED[:1])]
+    scalars = [True, 3, 2.5, 1j, np.float32(1)] if FULL_TEMPLATES else [3, 2.5]
     _compile_in_batches(_binop_kernels(pairs, scalars))
 
 
 def test_compile_unary_casts_and_helpers():
     ks = []
-    for x in DTYPES:
+    for x in COMPILED:
         for op in ("negative", "absolute", "conjugate"):
             try:
                 ga._result_dtype(op, x)
             except TypeError:
                 continue
             ks.append(ga._unary_kernel(op, x))
-        for y in DTYPES:
+        for y in COMPILED:
             ks.append(ga._cast_kernel(x, y))
         for nd in (1, 2, 3, 4):
             ks.append(ga._strided_copy_kernel(x, nd))
@@ -288,7 +266,7 @@ def test_compile_user_elementwise_variants():
     _compile_in_batches(ks, ((False, False), (True, False), (False, True), (True, True)))
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("dt", COMPILED, ids=str)
 def test_compile_reductions(dt):
     ks = []
     res = np.add.reduce(np.zeros(1, dt)).dtype
@@ -302,24 +280,24 @@ def test_compile_reductions(dt):
     ks.append(ReductionKernel(dt, "0", "a+b", arguments=f"{tools.dtype_to_ctype(dt)} *in"))
     for k in ks:
         for v in ((False, False), (True, True)):
-            _nvrtc_compile(k.source(*v))
+            nvrtc_check(k.source(*v))
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("dt", COMPILED, ids=str)
 def test_compile_scans(dt):
     expr = "a || b" if dt == np.bool_ else "a + b"
-    _nvrtc_compile(InclusiveScanKernel(dt, expr).source())
-    _nvrtc_compile(ExclusiveScanKernel(dt, expr, "0").source())
+    nvrtc_check(InclusiveScanKernel(dt, expr).source())
+    nvrtc_check(ExclusiveScanKernel(dt, expr, "0").source())
 
 
 def test_compile_scan_noncommutative():
     # a non-commutative operator: keep the first non-zero
-    _nvrtc_compile(InclusiveScanKernel(np.int32, "(a != 0 ? a : b)", name_prefix="firstnz").source())
+    nvrtc_check(InclusiveScanKernel(np.int32, "(a != 0 ? a : b)", name_prefix="firstnz").source())
 
 
 def test_compile_cumath():
     ks = []
-    for dt in DTYPES:
+    for dt in COMPILED:
         for name in cumath._UNARY:
             try:
                 ks.append(cumath._func_kernel(name, dt))
@@ -336,11 +314,11 @@ def test_cumath_types():
 
 
 def test_compile_curandom():
-    _nvrtc_compile(curandom.source())
+    nvrtc_check(curandom.source())
 
 
 def test_complex_header_alone():
-    _nvrtc_compile('#include <barecuda_complex.cuh>\n'
+    nvrtc_check('#include <barecuda_complex.cuh>\n'
                    'extern "C" __global__ void k(pycuda::complex<float> *z, barecuda::complex<double> *w)'
                    '{ z[0] = barecuda::exp(z[1]) * z[2] / z[3] + barecuda::sqrt(z[4]);'
                    '  w[0] = barecuda::pow(w[1], w[2]) - barecuda::tanh(w[3]) + barecuda::log10(w[4]); }')

@@ -58,9 +58,11 @@ PATH="$(dirname "$(python -c 'import sys; print(sys.executable)')"):$PATH"
 if [ "$native" = 0 ]; then
     # meson takes CC as one command; a wrapper keeps the target with it.  zig's
     # own cache (~/.cache/zig) keeps its glibc 2.17 stubs between builds.
-    zigpy=$(python -c 'import sys; print(sys.executable)')
-    printf '#!/bin/sh\nexec "%s" -m ziglang cc -target x86_64-linux-gnu.2.17 "$@"\n' \
-        "$zigpy" > "$raw/zigcc"
+    # The zig binary itself, not `python -m ziglang`: pip's isolated build
+    # environment hides this python's site-packages from the pythons it runs, and
+    # meson then finds no compiler.
+    zig=$(python -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
+    printf '#!/bin/sh\nexec "%s" cc -target x86_64-linux-gnu.2.17 "$@"\n' "$zig" > "$raw/zigcc"
     chmod +x "$raw/zigcc"
     export CC="$raw/zigcc"
     plat_default=manylinux2014_x86_64

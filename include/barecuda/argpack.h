@@ -16,8 +16,9 @@
  * values of immutable types (int, float, the NumPy scalar types) by a strong
  * reference, DeviceAllocations by address alone (a reference would keep device
  * memory alive).  A kept DeviceAllocation that is freed or dies, and any
- * context that is released, moves bc_args_memo_epoch: every memo filled before
- * then starts over at its next launch.  A memo whose launches keep changing
+ * context that is released, moves bc_args_memo_epoch (through the hooks that
+ * bc_argpack_setup registers with src/memory.c and src/context.c): every memo
+ * filled before then starts over at its next launch.  A memo whose launches keep changing
  * most arguments rests for a while (argpack.c: memo_score). */
 typedef struct bc_ArgMemo {
     uint64_t epoch;       /* bc_args_memo_epoch when the slots were last valid */
@@ -68,6 +69,18 @@ bc_args_memo_ready(bc_ArgMemo *m, Py_ssize_t n)
         return 1;
     m->rest--;
     return 0;
+}
+
+/* How a prepared parameter converts (bc_ArgSpec.conv), set by prepare()
+ * (src/argsig.c): the kinds with a fast path in bc_args_pack_prepared;
+ * BC_CONV_OTHER goes by the struct letter alone. */
+enum { BC_CONV_OTHER, BC_CONV_INT, BC_CONV_PTR, BC_CONV_F32, BC_CONV_F64 };
+
+/* v rounded up to a multiple of a (a power of two or not; 0 and 1: v). */
+static inline size_t
+bc_align_up(size_t v, size_t a)
+{
+    return a > 1 ? (v + a - 1) / a * a : v;
 }
 
 /* A parameter buffer: on the stack up to BC_ARGS_STACK bytes, then the heap, or
@@ -163,7 +176,7 @@ bc_args_pack_call_memo(bc_State *st, bc_Function *f, PyObject *const *args, Py_s
     return bc_args_pack_call(st, f, args, n, pb);
 }
 /* prepare(): parse `types` (struct-style string or list of dtypes) into f's
- * prepared layout; 0, or -1 with an exception (f unchanged then). */
+ * prepared layout; 0, or -1 with an exception (f unchanged then).  (src/argsig.c) */
 int bc_args_prepare(bc_Function *f, PyObject *types);
 /* Prepared arguments into buf (f->prepared_bytes bytes). */
 int bc_args_pack_prepared(bc_State *st, bc_Function *f, PyObject *const *args, Py_ssize_t n,

@@ -18,14 +18,14 @@ typedef struct {
     CUarray handle;
     bc_Context *ctx;
     CUDA_ARRAY3D_DESCRIPTOR desc; /* Depth 0 for 1D/2D arrays */
-    int freed;
+    int freed;        /* 1 once destroyed; -1: a subclass's array before Array.__init__ */
     int counted;      /* in ctx->live_memory until it is destroyed */
     Py_ssize_t users; /* live TextureObject/SurfaceObject handles reading this array */
     PyObject *weakreflist;
 } bc_Array;
 
-/* The Array object obj (borrowed), or NULL with TypeError/LogicError set
- * (wrong type, freed array, detached context). */
+/* The Array object obj (borrowed; an instance of a subclass too), or NULL with
+ * TypeError/LogicError set (wrong type, freed or unset array, detached context). */
 bc_Array *bc_array_convert(bc_State *st, PyObject *obj);
 
 /* Bytes of one channel of a supported array format (the eight plain formats:

@@ -12,7 +12,7 @@
 #include <cuda.h>
 
 #ifndef BC_NO_NUMPY
-/* Every file shares the one C-API table that module.c imports. */
+/* Every file shares the one C-API table that src/state.c imports. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 /* The oldest NumPy we run with (pyproject.toml): its API, memory handlers included. */
 #define NPY_TARGET_VERSION NPY_1_25_API_VERSION

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Devices and contexts (src/device.c, src/context.c). */
+/* Devices and contexts (src/device.c, src/context.c), and the hooks by which
+ * the floors above hear of a context's life (bc_context_on). */
 #ifndef BC_CONTEXT_H
 #define BC_CONTEXT_H
 
@@ -77,6 +78,36 @@ bc_context_memory_made(bc_Context *ctx, int *counted)
 }
 void bc_context_memory_freed(bc_Context *ctx, int *counted);
 
+/* What the floors above keep for a context (stream keep lists, cached blocks and
+ * the array pool, argument memos) hears of the context's life through hooks, so
+ * that this floor never names them: each unit registers the hooks it needs at
+ * module init (in its bc_<concept>_setup), as CPython modules register atexit
+ * handlers.  Hooks of one event run in the order they were registered, GIL held,
+ * and never raise.  The process has one table (the functions are the same in
+ * every module instance). */
+enum bc_context_event {
+    BC_CTX_DETACHING,    /* detach() begins, the context still valid */
+    BC_CTX_DROP_CACHES,  /* empty what is cached in it (after its kernel cache): arg 1
+                            gives the memory back (the context stays valid), 0 may
+                            forget it (the context goes, and its memory with it) */
+    BC_CTX_RELEASED,     /* it was just marked released: what was made in it is refused */
+    BC_CTX_KEEP_NOTHING, /* a primary context was detached while memory made in it
+                            lives: keep nothing of what is freed into it from now on */
+    BC_CTX_LETTING_GO,   /* its handle is about to be given up (the retain released,
+                            the context destroyed): destroy what lives in it now */
+    BC_CTX_NEVENTS
+};
+typedef void (*bc_context_hook)(bc_Context *ctx, int arg);
+
+/* Register fn for ev; registering a function twice is a no-op.  0, or -1 with
+ * RuntimeError when the event's table is full. */
+int bc_context_on(enum bc_context_event ev, bc_context_hook fn);
+
+/* Context.array_pool's value (new reference), from the unit that keeps the pool
+ * (src/blockcache.c registers its getter at module init); None until one is. */
+typedef PyObject *(*bc_context_getter)(bc_State *st, bc_Context *ctx);
+void bc_context_set_array_pool_getter(bc_context_getter fn);
+
 /* Make ctx current for one call if it is not already (for destructors and calls
  * on objects used from another context or thread).  Returns 1 when it pushed,
  * 0 when nothing was needed, -1 on failure (no exception set: the caller decides).
@@ -84,10 +115,20 @@ void bc_context_memory_freed(bc_Context *ctx, int *counted);
 int bc_context_enter(bc_Context *ctx);
 void bc_context_leave(int entered);
 
-/* Device object (new reference) for an ordinal. */
-PyObject *bc_device_new(bc_State *st, CUdevice dev);
+/* Device object (new reference) for an ordinal.  Inline, so that a Context
+ * names its Device without calling src/device.c, which sits above it. */
+static inline PyObject *
+bc_device_new(bc_State *st, CUdevice dev)
+{
+    bc_Device *self = PyObject_New(bc_Device, (PyTypeObject *)st->DeviceType);
+    if (self != NULL)
+        self->handle = dev;
+    return (PyObject *)self;
+}
 
-
+/* A device ordinal from None or NULL (the current context's device), a Device or
+ * an int (src/device.c).  0, or -1 with an exception set. */
+int bc_device_of(bc_State *st, PyObject *obj, CUdevice *out);
 
 /* Context for device `dev`: its primary context retained (new reference), or a
  * new context made with cuCtxCreate(flags) and pushed, as PyCUDA's make_context. */

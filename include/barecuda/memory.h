@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Device, managed and IPC memory (src/memory.c); pinned, aligned and registered
+/* Device, managed and IPC memory (src/memory.c); device pointers and host views
+ * (src/pointer.c); memory pools (src/mempool.c); pinned, aligned and registered
  * host memory (src/hostmem.c). */
 #ifndef BC_MEMORY_H
 #define BC_MEMORY_H
@@ -9,6 +10,8 @@
 #include "context.h"
 
 enum bc_alloc_kind {
+    BC_ALLOC_UNSET = -1, /* an IPCMemoryHandle subclass's object before the base's __init__
+                            (freed set too: nothing to release) */
     BC_ALLOC_DEVICE,  /* cuMemAlloc / cuMemAllocPitch: cuMemFree */
     BC_ALLOC_ASYNC,   /* cuMemAllocFromPoolAsync: cuMemFreeAsync on `stream` */
     BC_ALLOC_MANAGED, /* cuMemAllocManaged: cuMemFree (type ManagedAllocation) */
@@ -28,8 +31,8 @@ typedef struct {
     int cached;             /* BC_ALLOC_ASYNC on stream 0: dealloc hands it to the
                                context's block cache (src/blockcache.c) */
     Py_ssize_t exports;     /* live host views (managed memory): free() refuses while any */
-    int in_memo;            /* kept by a Function's argument memo: its end moves the memo
-                               epoch (include/barecuda/argpack.h) */
+    int in_memo;            /* kept by a Function's argument memo: its end calls the hook
+                               of bc_memory_on_watched_end (the memo epoch of argpack.h) */
     int counted;            /* in ctx->live_memory until its memory is freed */
     PyObject *weakreflist;
 } bc_DeviceAllocation;
@@ -64,7 +67,11 @@ typedef struct {
     PyObject *weakreflist;
 } bc_HostAllocation;
 
-/* Device pointer of a kernel/copy argument: a DeviceAllocation (not freed), a
+/* LogicError naming the allocation when it was freed (closed) or its context
+ * detached; else 0 (src/pointer.c). */
+int bc_allocation_usable(bc_State *st, bc_DeviceAllocation *a);
+
+/* Device pointer of a kernel/copy argument (src/pointer.c): a DeviceAllocation (not freed), a
  * ManagedAllocation, an IPCMemoryHandle, a pooled allocation, an int or an object
  * with __index__, or an object with `gpudata` or __cuda_array_interface__.
  * 0 on success, -1 with TypeError/LogicError set.  *size_out (may be NULL) gets
@@ -76,13 +83,22 @@ int bc_pointer_convert(bc_State *st, PyObject *obj, CUdeviceptr *out, size_t *si
 PyObject *bc_allocation_new(bc_State *st, bc_Context *ctx, CUdeviceptr ptr, size_t size,
                             int kind, PyObject *stream, CUstream stream_handle);
 
+/* A stream-ordered memory pool (src/mempool.c). */
+typedef struct {
+    PyObject_HEAD
+    CUmemoryPool handle; /* never destroyed by this object */
+    CUdevice device;
+    PyObject *owner;     /* the Context whose pool this is (Context.array_pool), or NULL */
+    PyObject *weakreflist;
+} bc_MemPool;
+
 /* A MemPool object naming `pool` of device dev, never destroying it; `owner` (a
  * Context, or NULL) is kept alive, and once it is detached the MemPool raises
  * LogicError instead of using the handle. */
 PyObject *bc_mempool_wrap(bc_State *st, CUmemoryPool pool, CUdevice dev, PyObject *owner);
 
 /* The Context of the memory behind obj when it is one of our allocation types
- * (borrowed), else NULL without an exception. */
+ * (borrowed), else NULL without an exception (src/pointer.c). */
 bc_Context *bc_pointer_context(bc_State *st, PyObject *obj);
 
 /* Address and size of the memory named by a host buffer (a managed array) or by
@@ -132,10 +148,26 @@ int bc_host_is_known(void *p);
 int bc_staged_try(int to_host, CUdeviceptr dev, void *host, size_t n, CUstream s, CUresult *rc,
                   const char **routine);
 
-/* If p lies in host-pool memory the pool page-locked (src/hostpool.c), end that
- * registration, so that the program can register the memory itself; 1 when one
- * ended. */
-int bc_hostpool_release(const void *p);
+/* What memory.c tells the floors above, through the one hook of each kind that
+ * they register at module init (none until then), so that it never names them:
+ *  - an allocation whose `in_memo` is set ends (freed, closed or collected):
+ *    src/argpack.c's memos start over.  Called from any thread, with or without
+ *    the GIL;
+ *  - a `cached` allocation is collected unfreed: the hook returns 1 when it kept
+ *    the memory for reuse (src/blockcache.c), 0 when memory.c must free it; GIL
+ *    held;
+ *  - mem_alloc() ran out of memory in ctx (current; GIL held): the hook gives back
+ *    memory kept above, step 0 then 1 (src/blockcache.c: bc_array_pool_reclaim),
+ *    and returns 1 when a retry may succeed. */
+void bc_memory_on_watched_end(void (*fn)(void));
+void bc_memory_on_cached_end(int (*fn)(bc_Context *ctx, CUdeviceptr ptr, size_t size));
+void bc_memory_on_out_of_memory(int (*fn)(bc_Context *ctx, int step));
+
+/* register_host_memory() found the memory registered already: the hook that
+ * src/hostpool.c registers at module init ends the host pool's own registration
+ * of it when it holds one (1; then the program's registration is retried), else
+ * returns 0.  Called with the GIL released. */
+void bc_hostmem_on_register_clash(int (*fn)(const void *p));
 
 /* IPC handles (memory.c): remember a handle (bytes) this process exported, and
  * raise LogicError naming `who` when asked to open one of them here (the driver

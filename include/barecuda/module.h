@@ -45,7 +45,7 @@ PyObject *bc_module_load_image(bc_State *st, const void *image, PyObject *option
 typedef struct {
     char code;           /* struct-module letter: b B h H i I l L q Q e f d F D ? P, or V */
     unsigned char align; /* alignment in the packed buffer */
-    unsigned char conv;  /* how argpack.c converts it (its own enum) */
+    unsigned char conv;  /* how argpack.c converts it (BC_CONV_*, argpack.h) */
     unsigned char pad;
     unsigned int size;   /* bytes */
     unsigned int offset; /* where it goes in the packed buffer */
@@ -84,8 +84,14 @@ typedef struct {
     PyObject *weakreflist;
 } bc_Function;
 
-/* New Function of `module` for kernel `name` (LogicError naming it when missing). */
+/* New Function of `module` for kernel `name` (LogicError naming it when missing;
+ * src/function.c). */
 PyObject *bc_function_new(bc_State *st, bc_Module *module, PyObject *name);
+
+/* Module.get_function() makes its Function with the constructor that
+ * src/function.c (a floor above) registers at module init: bc_function_new. */
+typedef PyObject *(*bc_function_maker)(bc_State *st, bc_Module *module, PyObject *name);
+void bc_module_set_function_maker(bc_function_maker fn);
 
 /* LogicError when the module was unloaded or its context detached. */
 BC_COLD int bc_module_usable(bc_State *st, bc_Module *m);

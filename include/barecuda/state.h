@@ -39,7 +39,11 @@ typedef struct {
     struct bc_trace *trace; /* the active timeline recorder (src/trace.c), or NULL */
 } bc_State;
 
+/* The module definition (src/state.c; src/module.c completes it at PyInit). */
 extern PyModuleDef bc_module_def;
+
+/* Import NumPy's C-API table that every file shares (src/state.c owns it); 0 or -1. */
+int bc_numpy_import(void);
 
 /* Our module among the bases of `tp`: the type itself for the types of _driver,
  * the nearest base of ours for a subclass made in Python (whose ht_module is
@@ -101,9 +105,11 @@ int bc_context_setup(PyObject *m, bc_State *st);
 int bc_stream_setup(PyObject *m, bc_State *st);
 int bc_event_setup(PyObject *m, bc_State *st);
 int bc_memory_setup(PyObject *m, bc_State *st);
+int bc_mempool_setup(PyObject *m, bc_State *st);
 int bc_hostmem_setup(PyObject *m, bc_State *st);
 int bc_curand_setup(PyObject *m, bc_State *st);
 int bc_memcpy_setup(PyObject *m, bc_State *st);
+int bc_copybench_setup(PyObject *m, bc_State *st);
 int bc_cumodule_setup(PyObject *m, bc_State *st);
 int bc_linker_setup(PyObject *m, bc_State *st);
 int bc_function_setup(PyObject *m, bc_State *st);
@@ -123,7 +129,7 @@ int bc_nvtx_setup(PyObject *m, bc_State *st);
 void bc_trace_discard(bc_State *st);
 int bc_nccl_setup(PyObject *m, bc_State *st);
 
-/* The enum class `name` (new reference) that the Python layer's factory makes
+/* The enum class `name` (new reference; src/state.c) that the Python layer's factory makes
  * (barecuda.driver registers it with _set_enum_factory at its import: this floor
  * never imports the one above).  NULL with no exception set when no factory is
  * registered: callers then hand out plain ints. */

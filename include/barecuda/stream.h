@@ -38,15 +38,11 @@ bc_Stream *bc_stream_check(bc_State *st, PyObject *obj);
  * object (the default stream: callers synchronize instead).  0 or -1. */
 int bc_stream_keep_alive(bc_State *st, PyObject *stream, PyObject *obj);
 
-/* For detach(): every Stream made in ctx whose keep list holds objects is
- * synchronized (GIL released) and lets them go, so that host memory they hold
- * does not keep a detached context waiting.  A stream whose synchronize fails
- * keeps its list (its copies may still read those buffers).  GIL held; never
- * raises. */
-void bc_stream_let_go_kept(bc_Context *ctx);
-
-/* Graphs (src/graph.c): a Graph object for a captured CUgraph (takes ownership,
- * holds ctx).  NULL with an exception set (the graph is destroyed then). */
-PyObject *bc_graph_wrap(bc_State *st, CUgraph graph, bc_Context *ctx);
+/* Stream.end_capture() hands the captured CUgraph to the Graph maker that
+ * src/graph.c (a floor above) registers at module init: it takes ownership of the
+ * graph and holds ctx, and returns the Graph object, or NULL with an exception
+ * set (the graph destroyed then). */
+typedef PyObject *(*bc_graph_maker)(bc_State *st, CUgraph graph, bc_Context *ctx);
+void bc_stream_set_graph_maker(bc_graph_maker fn);
 
 #endif

@@ -82,6 +82,11 @@ void bc_trace_range_open(bc_State *st, const char *name, unsigned long long key,
 void bc_trace_range_close(bc_State *st, unsigned long long key, int is_push);
 void bc_trace_mark(bc_State *st, const char *name);
 
+/* _trace_start() makes the default context current when none is, through
+ * bc_context_require, which src/context.c (a floor above) lends here at module
+ * init. */
+void bc_trace_set_context_require(int (*fn)(bc_State *st));
+
 /* Drop an active trace without reading it (module teardown). */
 void bc_trace_discard(bc_State *st);
 
