@@ -2,9 +2,12 @@
 """The driver-only install, on the CPU: barecuda's wheel in a fresh virtual
 environment with only NVIDIA's pip wheels, the CUDA toolkit hidden.
 
-The wheel is built once per session (tools/build_wheel.sh with the wheel's
-cuda.h; $BARECUDA_TEST_WHEEL names one built already).  The tests run when
-BARECUDA_TEST_INSTALL=1 or BARECUDA_TEST_WHEEL is set.  For each NVRTC wheel the
+The wheel under test is, by default, the barecuda these tests import, packed
+back into a wheel from its installed files (its RECORD): `pip install .[test]`
+has just built it, and a second build costs CI minutes for nothing the loader
+sees.  BARECUDA_TEST_INSTALL=1 builds one instead (tools/build_wheel.sh with the
+nvidia-cuda-runtime wheel's cuda.h), and $BARECUDA_TEST_WHEEL names one built
+already.  For each NVRTC wheel the
 README names, a venv gets the wheel with its extra, and inside a mount namespace
 in which an empty directory is bind-mounted over every /usr/local/cuda* (and
 CUDA_HOME, CUDA_PATH, LD_LIBRARY_PATH are unset) the self-test kernel
@@ -43,6 +46,9 @@ VARIANTS = {
     "nvrtc-13-newest": ("cu13", []),
     "nvrtc-cu12": ("cu12", []),
 }
+
+#: variants whose point is the newest release: PyPI is asked even when the cache has one
+NEWEST = {"nvrtc-13-newest"}
 
 CURAND_KERNEL = r"""
 #include <curand_kernel.h>
@@ -143,24 +149,45 @@ def _clean_env(tmp):
     return env
 
 
-def pip_install(python, reqs, env, timeout=900):
-    """pip install `reqs` into `python`'s environment from the wheel cache.  With
-    PyPI reachable, `pip download` first brings the cache up to date (only what it
-    lacks is downloaded: the newest 13.x may be newer than the cached one); without,
-    the cache alone is used."""
+def _pip(python):
+    """pip for `python`'s environment: this interpreter's pip pointed at it (--python,
+    pip 22.3 and newer), so that a venv needs no pip of its own (ensurepip takes a
+    minute on the CI machine); else the environment's own."""
+    import importlib.util
+    if importlib.util.find_spec("pip") is not None:
+        v = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True,
+                           text=True).stdout.split()
+        if len(v) > 1 and tuple(int(x) for x in v[1].split(".")[:2] if x.isdigit()) >= (22, 3):
+            return [sys.executable, "-m", "pip", "--python", python]
+    return [python, "-m", "pip"]
+
+
+def pip_install(python, reqs, env, timeout=900, refresh=False):
+    """pip install `reqs` into `python`'s environment from the wheel cache.  What
+    the cache lacks is downloaded when PyPI is reachable (`pip download` only
+    fetches what is missing); `refresh` asks PyPI first in any case, for what must
+    be the newest release.  Without a network, the cache alone is used."""
     os.makedirs(CACHE, exist_ok=True)
-    online = _network()
-    if online:
-        d = subprocess.run([python, "-m", "pip", "download", "-q", "-d", CACHE, *reqs],
-                           env=env, capture_output=True, text=True, timeout=timeout)
+    pip = _pip(python)
+
+    def install():
+        return subprocess.run([*pip, "install", "-q", "--no-index", "--find-links", CACHE,
+                               *reqs], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    online = _network() if refresh else None    # None: not asked yet
+    p = None if online else install()
+    if p is None or p.returncode != 0:
+        if online is None:
+            online = _network()
+        if not online:      # so install() ran, and failed
+            pytest.skip(f"no network to PyPI, and the wheel cache {CACHE} lacks some of "
+                        f"{reqs}: {p.stderr.strip()[-300:]}")
+        d = subprocess.run([*pip, "download", "-q", "-d", CACHE, *reqs], env=env,
+                           capture_output=True, text=True, timeout=timeout)
         for f in glob.glob(os.path.join(CACHE, "barecuda-*")):
             os.remove(f)    # the wheel under test is never taken from the cache
         assert d.returncode == 0, d.stdout + d.stderr
-    p = subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links",
-                        CACHE, *reqs], env=env, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0 and not online:
-        pytest.skip(f"no network to PyPI, and the wheel cache {CACHE} lacks some of "
-                    f"{reqs}: {p.stderr.strip()[-300:]}")
+        p = install()
     assert p.returncode == 0, p.stdout + p.stderr
     return p
 
@@ -178,6 +205,51 @@ def build_wheel(python, outdir, extra_env=None, args=("-Csetup-args=-Dcuda-heade
     return path, p.stdout
 
 
+def repack_installed(outdir):
+    """The installed barecuda (the one imported here) as a wheel in `outdir`: the
+    files its RECORD lists, with a fresh RECORD (pip's own additions, byte code and
+    INSTALLER/REQUESTED/direct_url.json, left out).  Skips when barecuda is not an
+    installed distribution (a meson build dir on PYTHONPATH, say)."""
+    import base64
+    import hashlib
+    import importlib.metadata as md
+    import zipfile
+    try:
+        dist = md.distribution("barecuda")
+    except md.PackageNotFoundError:
+        pytest.skip("barecuda is not installed as a distribution (pip install .): "
+                    "nothing to pack into a wheel; set BARECUDA_TEST_INSTALL=1 to build one")
+    import barecuda
+    site = str(dist.locate_file(""))
+    if not os.path.realpath(barecuda.__file__).startswith(os.path.realpath(site)):
+        pytest.skip(f"the barecuda imported ({barecuda.__file__}) is not the installed "
+                    f"distribution in {site}")
+    info = next(f for f in dist.files if f.name == "WHEEL" and
+                f.parent.name.endswith(".dist-info"))
+    distinfo = str(info.parent)
+    tags = [ln.split(":", 1)[1].strip() for ln in dist.read_text("WHEEL").splitlines()
+            if ln.startswith("Tag:")]
+    assert tags, dist.read_text("WHEEL")
+    name = f"barecuda-{dist.version}-{tags[0]}.whl"
+    skip = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
+    records = []
+    path = os.path.join(outdir, name)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in dist.files:
+            rel = str(f)
+            if rel.startswith("..") or "__pycache__" in f.parts or (
+                    str(f.parent) == distinfo and f.name in skip):
+                continue
+            data = f.locate().read_bytes()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            records.append(f"{rel},sha256={digest.decode()},{len(data)}")
+            z.writestr(rel, data)
+        records.append(f"{distinfo}/RECORD,,")
+        z.writestr(f"{distinfo}/RECORD", "\n".join(records) + "\n")
+    assert any(r.startswith("barecuda/_driver") for r in records), records
+    return path
+
+
 @pytest.fixture(scope="session")
 def ns_ok():
     why = _namespace_problem()
@@ -193,10 +265,7 @@ def built_wheel(ns_ok, tmp_path_factory):
     if given:
         return given
     if os.environ.get("BARECUDA_TEST_INSTALL") != "1":
-        # a wheel build and some 400 MB of NVIDIA's wheels: opt-in until it has been
-        # seen green on the CI machine (issue 36)
-        pytest.skip("the driver-only install runs with BARECUDA_TEST_INSTALL=1 "
-                    "(or BARECUDA_TEST_WHEEL=path)")
+        return repack_installed(str(tmp_path_factory.mktemp("repacked")))
     if not os.path.isdir(os.path.join(ROOT, "tools")):
         pytest.skip("not run from a checkout (tools/build_wheel.sh is missing)")
     if not _network() and not os.environ.get("PIP_FIND_LINKS"):
@@ -207,16 +276,17 @@ def built_wheel(ns_ok, tmp_path_factory):
     return path
 
 
-def run_driver_only(wheel, python_exe, extra, reqs, tmp):
+def run_driver_only(wheel, python_exe, extra, reqs, tmp, refresh=False):
     """Make a venv of `python_exe`, install `wheel[extra]` + reqs, and run the
     self-test and CHECK with the toolkit hidden.  Returns (self-test process,
     CHECK's dict or None, CHECK process)."""
     import json
     env = _clean_env(tmp)
     venv = os.path.join(tmp, "venv")
-    subprocess.run([python_exe, "-m", "venv", venv], check=True, env=env, timeout=300)
+    subprocess.run([python_exe, "-m", "venv", "--without-pip", venv], check=True, env=env,
+                   timeout=300)
     py = os.path.join(venv, "bin", "python")
-    pip_install(py, [f"{wheel}[{extra}]" if extra else wheel, *reqs], env)
+    pip_install(py, [f"{wheel}[{extra}]" if extra else wheel, *reqs], env, refresh=refresh)
     empty = os.path.join(tmp, "empty")
     os.makedirs(empty, exist_ok=True)
     for name, src in (("curand.cu", CURAND_KERNEL), ("complex.cu", COMPLEX_KERNEL),
@@ -238,7 +308,7 @@ def test_driver_only_install(variant, built_wheel, tmp_path):
     extra, reqs = VARIANTS[variant]
     t0 = time.monotonic()
     main, result, chk = run_driver_only(built_wheel, sys.executable, extra, reqs,
-                                        str(tmp_path))
+                                        str(tmp_path), refresh=variant in NEWEST)
     said = (f"--- python -m barecuda (exit {main.returncode}):\n{main.stdout}{main.stderr}"
             f"--- check (exit {chk.returncode}):\n{chk.stdout}{chk.stderr}")
     print(said)
