@@ -176,9 +176,10 @@ def pip_install(python, reqs, env, timeout=900, refresh=False):
     pip = _pip(python)
 
     def install():
-        return subprocess.run([*pip, "install", "-q", "--no-index", "--find-links", CACHE,
-                               *reqs], env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        # --no-compile: no .pyc for numpy and the rest (the checks import little)
+        return subprocess.run([*pip, "install", "-q", "--no-compile", "--no-index",
+                               "--find-links", CACHE, *reqs], env=env, capture_output=True,
+                              text=True, timeout=timeout)
     online = _network() if refresh else None    # None: not asked yet
     p = None if online else install()
     if p is None or p.returncode != 0:
