@@ -63,22 +63,34 @@ def full_or(everything, cover):
     return everything if FULL_TEMPLATES else cover
 
 
-def nvrtc_check(source, **kw):
-    """Compile `source` with NVRTC, as a CPU test's proof that a template or an
-    example is valid CUDA C, and return the PTX.
+#: How far a CPU test's NVRTC check goes.  Without BARECUDA_FULL_TEMPLATES it stops
+#: after NVRTC's front end (-fdevice-syntax-only): preprocessing, parsing, overload
+#: resolution, template instantiation and type checking, which is where a template's
+#: mistakes show, in about a thirtieth of the time of a PTX compile of barecuda's
+#: kernels (NVVM's optimiser owned most of the CPU suite's time).  A check that reads
+#: the PTX (parameter sizes, entry names) gets it unoptimised (-G: NVVM at -O0).
+#: .ci/gpu sets BARECUDA_FULL_TEMPLATES=1: optimised PTX of everything, and the GPU
+#: tests build and run cubins of the same kernels.
+_FRONT_END = [] if FULL_TEMPLATES else ["-fdevice-syntax-only"]
+_UNOPTIMISED = [] if FULL_TEMPLATES else ["-G"]
 
-    The target is PTX for compute_90: that is all of NVRTC's own work (parsing,
-    templates, NVVM).  A cubin adds ptxas, which took five times longer on
-    barecuda's reduction kernels and owned most of the CPU suite's time; the GPU
-    suite builds and runs cubins of the same kernels.  A compile error becomes an
-    AssertionError carrying NVRTC's log around the failing line."""
+
+def nvrtc_check(source, ptx=False, **kw):
+    """Compile `source` with NVRTC, as a CPU test's proof that a template or an
+    example is valid CUDA C.  With ptx=True, return the PTX.
+
+    The target is compute_90 (no ptxas: a cubin took five times longer on
+    barecuda's reduction kernels, and the GPU suite builds the cubins).  A compile
+    error becomes an AssertionError carrying NVRTC's log around the failing line."""
     from barecuda import compiler
     kw.setdefault("no_extern_c", True)
     kw.setdefault("arch", "compute_90")
+    kw["options"] = list(kw.get("options") or ()) + (_UNOPTIMISED if ptx else _FRONT_END)
     try:
-        return compiler.compile(source, target="ptx", **kw)
+        image = compiler.compile(source, target="ptx", **kw)
     except drv.CompileError as exc:
         raise AssertionError(str(exc)) from None
+    return image if ptx else None
 
 
 def nvrtc_check_many(sources, size=300):

@@ -60,7 +60,7 @@ def test_generator_kernels_compile_with_the_formats_prepare_packs(cls):
     inc = _headers()
     src = curandom._generator_source(cls)
     assert f"#define BC_STATE {cls._config['state']}" in src and "$" not in src.split("\n", 12)[-1]
-    ptx = nvrtc_check(src, include_dirs=inc)
+    ptx = nvrtc_check(src, ptx=True, include_dirs=inc)
     text = ptx.decode() if isinstance(ptx, bytes) else ptx
     entries = {m.group(1): re.findall(r"\.param \.(\w+)", m.group(2))
                for m in re.finditer(r"\.entry (\w+)\(([^)]*)\)", text)}

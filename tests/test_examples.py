@@ -86,7 +86,7 @@ def test_most_examples_have_a_kernel():
 @pytest.mark.parametrize("name", WITH_KERNELS)
 def test_example_kernel_compiles(name):
     source, options = kernel_sources(name)
-    ptx = nvrtc_check(source, options=options, cache_dir=False, no_extern_c=False)
+    ptx = nvrtc_check(source, ptx=True, options=options, cache_dir=False, no_extern_c=False)
     assert b".entry" in ptx
 
 

@@ -149,17 +149,22 @@ def _clean_env(tmp):
     return env
 
 
+def _outer_pip():
+    """Whether this interpreter's pip can install into another environment
+    (`pip --python`, pip 22.3 and newer): then a venv needs no pip of its own, and
+    ensurepip (a minute on the CI machine) is skipped."""
+    import importlib.metadata as md
+    try:
+        major, minor = (int(x) for x in md.version("pip").split(".")[:2])
+    except (md.PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) >= (22, 3)
+
+
 def _pip(python):
-    """pip for `python`'s environment: this interpreter's pip pointed at it (--python,
-    pip 22.3 and newer), so that a venv needs no pip of its own (ensurepip takes a
-    minute on the CI machine); else the environment's own."""
-    import importlib.util
-    if importlib.util.find_spec("pip") is not None:
-        v = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True,
-                           text=True).stdout.split()
-        if len(v) > 1 and tuple(int(x) for x in v[1].split(".")[:2] if x.isdigit()) >= (22, 3):
-            return [sys.executable, "-m", "pip", "--python", python]
-    return [python, "-m", "pip"]
+    """pip for `python`'s environment."""
+    return [sys.executable, "-m", "pip", "--python", python] if _outer_pip() else \
+        [python, "-m", "pip"]
 
 
 def pip_install(python, reqs, env, timeout=900, refresh=False):
@@ -171,9 +176,10 @@ def pip_install(python, reqs, env, timeout=900, refresh=False):
     pip = _pip(python)
 
     def install():
-        return subprocess.run([*pip, "install", "-q", "--no-index", "--find-links", CACHE,
-                               *reqs], env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        # --no-compile: no .pyc for numpy and the rest (the checks import little)
+        return subprocess.run([*pip, "install", "-q", "--no-compile", "--no-index",
+                               "--find-links", CACHE, *reqs], env=env, capture_output=True,
+                              text=True, timeout=timeout)
     online = _network() if refresh else None    # None: not asked yet
     p = None if online else install()
     if p is None or p.returncode != 0:
@@ -283,8 +289,8 @@ def run_driver_only(wheel, python_exe, extra, reqs, tmp, refresh=False):
     import json
     env = _clean_env(tmp)
     venv = os.path.join(tmp, "venv")
-    subprocess.run([python_exe, "-m", "venv", "--without-pip", venv], check=True, env=env,
-                   timeout=300)
+    subprocess.run([python_exe, "-m", "venv", *(["--without-pip"] if _outer_pip() else []),
+                    venv], check=True, env=env, timeout=300)
     py = os.path.join(venv, "bin", "python")
     pip_install(py, [f"{wheel}[{extra}]" if extra else wheel, *reqs], env, refresh=refresh)
     empty = os.path.join(tmp, "empty")

@@ -51,7 +51,7 @@ class _OfflineModule:
 
     def __init__(self, source, options=None, keep=False):
         self.source = source
-        ptx = nvrtc_check(source, options=options)
+        ptx = nvrtc_check(source, ptx=True, options=options)
         self.ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
 
     def get_function(self, name):

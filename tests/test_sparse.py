@@ -256,7 +256,7 @@ def test_operators_on_the_host():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sparse_kernels_compile(dtype):
-    ptx = nvrtc_check(_kernels.source(dtype), cache_dir=False)
+    ptx = nvrtc_check(_kernels.source(dtype), ptx=True, cache_dir=False)
     assert b".visible .entry" in ptx
 
 
