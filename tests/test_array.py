@@ -206,7 +206,7 @@ def test_signatures():
     assert "src, pitch=None" in str(inspect.signature(drv.Array.set))
     assert "num_channels=1" in str(inspect.signature(drv.ArrayDescriptor))
     assert "flags=0" in str(inspect.signature(drv.ArrayDescriptor3D))
-    assert drv.np_to_array.__module__ == "barecuda._arrays"
+    assert drv.np_to_array.__module__ == "barecuda._core.cuda_arrays"
 
 
 # ------------------------------------------------------------------ GPU tests

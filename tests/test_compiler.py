@@ -1030,7 +1030,8 @@ def test_quick_hit_needs_the_same_nvrtc_library(tmp_path, cache, monkeypatch):
     # the entry records the NVRTC library file by its stat: a changed file misses
     fake = tmp_path / "libnvrtc.so.13"
     fake.write_bytes(b"one")
-    monkeypatch.setattr(compiler, "_nvrtc_path", lambda: str(fake))
+    from barecuda._compile import toolkit
+    monkeypatch.setattr(toolkit, "_nvrtc_path", lambda: str(fake))
     kw = dict(cache_dir=cache, arch="sm_90")
     good, d = _fresh(SAXPY, **kw)
     assert d["nvrtc"] == 1
@@ -1049,9 +1050,10 @@ def test_quick_hit_package_headers_reinstalled(tmp_path, cache, monkeypatch):
     import shutil
     inc = tmp_path / "include"
     shutil.copytree(compiler.INCLUDE_DIR, inc)
-    monkeypatch.setattr(compiler, "INCLUDE_DIR", str(inc))
-    monkeypatch.setattr(compiler, "NVRTC_STD_INCLUDE_DIR", str(inc / "nvrtc"))
-    monkeypatch.setattr(compiler, "_PRELUDE", str(inc / "nvrtc" / "barecuda_prelude.h"))
+    from barecuda._compile import toolkit     # where the compiler looks for them
+    monkeypatch.setattr(toolkit, "INCLUDE_DIR", str(inc))
+    monkeypatch.setattr(toolkit, "NVRTC_STD_INCLUDE_DIR", str(inc / "nvrtc"))
+    monkeypatch.setattr(toolkit, "_PRELUDE", str(inc / "nvrtc" / "barecuda_prelude.h"))
     monkeypatch.delitem(compiler._once, "pkg", raising=False)
     src = HELPERS + "\n__global__ void w(int *x) { x[0] = BC_TEST_VALUE; }\n"
     (inc / "barecuda_test_value.h").write_text("#define BC_TEST_VALUE 11\n")

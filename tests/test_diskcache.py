@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The disk entries of the kernel cache read back in C (src/diskcache.c):
 _cache_digest, _cache_read and the one-call quick look-up _cache_quick, against
-entries written by barecuda._diskcache, damaged ones and bad arguments.  No GPU."""
+entries written by barecuda._compile.diskcache, damaged ones and bad arguments.  No GPU."""
 
 import os
 import sys
@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from barecuda import _diskcache, _driver
+from barecuda import _driver
+from barecuda._compile import diskcache as _diskcache
 
 ENV = ("BARECUDA_TEST_QUICK_A", "BARECUDA_TEST_QUICK_B")
 

@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 from conftest import DTYPE_COVER, full_or, nvrtc_check, nvrtc_check_many
 
-from barecuda import _gather, _logic, _vec, cumath, tools
+from barecuda import cumath, tools
+from barecuda._array import gather as _gather
+from barecuda._array import logic as _logic
+from barecuda._kernels import vec as _vec
 from barecuda import driver as drv
 from barecuda import gpuarray as ga
 from barecuda.elementwise import ElementwiseKernel

@@ -346,7 +346,7 @@ def test_register_host_memory_takes_over_from_the_pool(ctx, pool, rng):
 
 @pytest.mark.gpu
 def test_kept_arrays_leave_pool_memory_alone(ctx, pool, rng):
-    from barecuda import _kept
+    from barecuda._array import kept as _kept
     g = gpuarray.to_gpu(rng.random(40 * MiB // 4, dtype=np.float32))
     g.get()
     out = g.get()                                            # registered by the pool

@@ -12,6 +12,7 @@ only that the importer gets data or a barecuda error, never a crash of the proce
 that did not misbehave (that part runs in a child too)."""
 
 import multiprocessing
+import os
 
 import numpy as np
 import pytest
@@ -137,12 +138,14 @@ def test_ipc_event_orders_work_across_processes(ctx):
 
 # ---------------------------------------------------- the exporter exits
 
-def _exporter(n, conn):
+def _exporter(n, conn, how="free"):
     d, ctx = _open_in_child()
     mem = d.mem_alloc(n * 8)
     d.memcpy_htod(mem, np.arange(n, dtype=np.float64))
     conn.send(d.mem_get_ipc_handle(mem))
     conn.recv()                                      # the importer has opened it
+    if how == "die":
+        os._exit(3)                                  # a crash: nothing freed, no teardown
     mem.free()
     d.Context.pop()
     ctx.detach()
@@ -177,11 +180,16 @@ def _importer(handle, n, conn):
             pass
 
 
-def test_importer_after_the_exporter_exited(record_property):
+@pytest.mark.parametrize("how", ["free", "die"])
+def test_importer_after_the_exporter_exited(how, record_property):
+    """The exporter frees and exits, or dies holding the memory (os._exit): the
+    importer's next copy either still reads the data or raises a driver.Error, and
+    close() does not crash it (the README's ownership rule: close before the
+    exporter frees; what comes after is the driver's choice)."""
     n = 4096
     exp_parent, exp_child = _mp().Pipe()
     imp_parent, imp_child = _mp().Pipe()
-    exporter = _mp().Process(target=_exporter, args=(n, exp_child))
+    exporter = _mp().Process(target=_exporter, args=(n, exp_child, how))
     exporter.start()
     handle = exp_parent.recv()
     importer = _mp().Process(target=_importer, args=(handle, n, imp_child))
@@ -191,12 +199,15 @@ def test_importer_after_the_exporter_exited(record_property):
     np.testing.assert_array_equal(first, np.arange(n, dtype=np.float64))
     exp_parent.send("go")                            # the exporter frees and exits
     exporter.join(60)
-    assert exporter.exitcode == 0
+    assert exporter.exitcode == (0 if how == "free" else 3)
     imp_parent.send("exporter gone")
     outcome = imp_parent.recv()
     importer.join(60)
-    record_property("importer_after_exporter_exit", repr(outcome[0]))
     assert outcome[0] in ("readable", "error"), outcome
+    same = outcome[0] == "readable" and np.array_equal(outcome[1], np.arange(n, dtype=np.float64))
+    seen = f"{outcome[0]}{' (the same data)' if same else ''} {outcome[2:] or ''}"
+    record_property(f"importer_after_exporter_{how}", seen)
+    print(f"importer after the exporter's {how}: {seen}")
     assert importer.exitcode == 0, "the importer crashed after the exporter exited"
 
 

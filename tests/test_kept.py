@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Large host arrays a program keeps copying are registered in place
-(barecuda._kept): the policy with a recording stand-in for the three driver
+(barecuda._array.kept): the policy with a recording stand-in for the three driver
 calls (any machine), then the real thing on a GPU."""
 
 import gc
@@ -8,7 +8,8 @@ import gc
 import numpy as np
 import pytest
 
-from barecuda import _driver, _kept
+from barecuda import _driver
+from barecuda._array import kept as _kept
 
 MiB = 1 << 20
 BIG = 40 * MiB

@@ -81,9 +81,13 @@ def offline(monkeypatch):
     ctx = {"current": None}
     fake_drv = types.SimpleNamespace(
         Context=types.SimpleNamespace(get_current=lambda: ctx["current"]))
-    monkeypatch.setattr(tools, "_drv", fake_drv)
-    monkeypatch.setattr(elementwise, "_getter_module", _OfflineModule)
-    monkeypatch.setattr(reduction, "_getter_module", _OfflineModule)
+    # the getters live in barecuda._kernels (elementwise and reduction show them),
+    # their memoization in barecuda._core.contexts (tools shows it)
+    from barecuda._core import contexts
+    from barecuda._kernels import elementwise_getters, reduction_getters
+    monkeypatch.setattr(contexts, "_drv", fake_drv)
+    monkeypatch.setattr(elementwise_getters, "_getter_module", _OfflineModule)
+    monkeypatch.setattr(reduction_getters, "_getter_module", _OfflineModule)
     yield ctx
     for w in list(tools._memoized):
         w.clear_cache()

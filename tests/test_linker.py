@@ -604,7 +604,7 @@ def _rdc_cubin(src):
     ("extern __device__ float g;\n__global__ void k(float *c) { c[0] = g; }", True, "g"),
 ], ids=["plain", "launches_kernels", "printf", "extern_variable"])
 def test_needs_device_runtime(src, needs, named):
-    from barecuda import _cubin
+    from barecuda._compile import cubin as _cubin
 
     image = _rdc_cubin(src)
     names = _cubin.undefined_symbols(image)
@@ -618,7 +618,7 @@ def test_needs_device_runtime(src, needs, named):
                                    b"\x7fELF\x02\x01" + b"\xff" * 200, b"\x7fELF\x01\x01" + b"\0" * 60],
                          ids=["empty", "ptx", "short", "garbage", "elf32"])
 def test_unreadable_images_keep_the_device_runtime(image):
-    from barecuda import _cubin
+    from barecuda._compile import cubin as _cubin
 
     assert _cubin.undefined_symbols(image) is None
     assert _cubin.needs_device_runtime(image) is True

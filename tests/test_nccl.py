@@ -592,3 +592,98 @@ def test_init_all_two_gpus(rng):
         np.testing.assert_array_equal(g.get(), np.concatenate([np.maximum(*hosts)] * 2))
         drv.Context.pop()
         c.destroy()
+
+
+# ------------------------------------------------------------------ a rank that dies
+
+def _dying_rank_main(rank, uid, q, device, timeout):
+    """Two ranks all-reduce once; then rank 1 queues a second all-reduce and its
+    process exits at once.  Rank 0 waits for its half with Communicator.wait()."""
+    import os
+    import time
+
+    import numpy as np
+
+    import barecuda.driver as d
+    from barecuda import gpuarray, nccl
+    d.init()
+    ctx = d.Device(device).retain_primary_context()
+    ctx.push()
+    comm = nccl.Communicator(2, uid, rank)
+    keep = gpuarray.to_gpu(np.arange(1000, dtype=np.float64))     # a reference buffer
+    a = gpuarray.to_gpu(np.full(1 << 22, rank + 1, np.float32))
+    s = d.Stream()
+    comm.all_reduce(a, op="sum", stream=s)
+    comm.wait(s, timeout=60)
+    q.put((rank, "first", float(a.get()[0])))
+    comm.all_reduce(a, op="sum", stream=s)
+    if rank == 1:
+        os._exit(5)                                 # dies with its half in flight
+    t0 = time.monotonic()
+    try:
+        comm.wait(s, timeout=timeout)
+        outcome = ("no error", "")
+    except TimeoutError as exc:
+        outcome = ("TimeoutError", str(exc))
+    except d.RuntimeError as exc:
+        outcome = ("RuntimeError", str(exc))
+    waited = time.monotonic() - t0
+    # the context lives on: the reference buffer, a kernel, a new communicator
+    intact = bool(np.array_equal(keep.get(), np.arange(1000.0)))
+    doubled = bool(np.array_equal((keep * 2).get(), 2 * np.arange(1000.0)))
+    solo = nccl.Communicator(1, nccl.get_unique_id(), 0)
+    c = gpuarray.to_gpu(np.arange(8, dtype=np.float32))
+    solo.all_reduce(c, op="max", stream=s)
+    solo.wait(s, timeout=30)
+    q.put((rank, "after", (outcome, waited, comm.closed, intact, doubled, c.get().tolist())))
+    solo.destroy()
+    d.Context.pop()
+
+
+@gpu
+def test_a_dead_rank_is_noticed_not_waited_on():
+    """Communicator.wait() in the survivor of a rank killed mid-all-reduce raises
+    within its timeout, aborts the communicator, and leaves the context usable."""
+    if not _two_gpus():
+        pytest.skip("needs two GPUs (NCCL refuses two ranks on one GPU)")
+    if not nccl.available():
+        pytest.skip("libnccl.so.2 not found")
+    mp = multiprocessing.get_context("spawn")
+    q = mp.Queue()
+    uid = nccl.get_unique_id()
+    timeout = 10.0
+    procs = [mp.Process(target=_dying_rank_main, args=(r, uid, q, r, timeout))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    got = {}
+    try:
+        while ("after" not in got) and len(got) < 3:
+            rank, stage, payload = q.get(timeout=180)
+            got[stage if stage == "after" else f"{stage}{rank}"] = payload
+    finally:
+        for p in procs:
+            p.join(60)
+            if p.is_alive():
+                p.terminate()
+                p.join(10)
+    assert got.get("first0") == got.get("first1") == 3.0, got
+    outcome, waited, closed, intact, doubled, solo = got["after"]
+    print(f"survivor: {outcome[0]} after {waited:.2f} s: {outcome[1]}")
+    assert outcome[0] in ("TimeoutError", "RuntimeError"), outcome
+    assert "rank 0 of 2" in outcome[1] and "aborted" in outcome[1], outcome
+    assert waited < timeout + 12, waited
+    assert closed and intact and doubled, got["after"]
+    assert solo == list(range(8))
+    assert procs[1].exitcode == 5 and procs[0].exitcode == 0
+
+
+def test_wait_checks_its_arguments():
+    c, _ = comm()
+    with pytest.raises(TypeError, match="timeout must be a number of seconds, not str"):
+        c.wait(timeout="10")
+    for bad in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="timeout must be a positive, finite"):
+            c.wait(timeout=bad)
+    with pytest.raises(ValueError, match="poll must be a positive"):
+        c.wait(poll=0)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from barecuda import compiler
-from barecuda._nvcc_compat import gnu_type_attributes
+from barecuda._compile.nvcc_compat import gnu_type_attributes
 
 ARCH = "sm_90"
 

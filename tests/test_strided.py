@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from conftest import DTYPE_COVER, FULL_TEMPLATES, full_or, nvrtc_check_many
 
-from barecuda import _arith, _strided
+from barecuda._array import arith as _arith
+from barecuda._array import strided as _strided
 from barecuda import gpuarray as ga
 
 gpu = pytest.mark.gpu

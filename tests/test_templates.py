@@ -9,7 +9,7 @@ from conftest import DTYPE_COVER, FULL_TEMPLATES, full_or, nvrtc_check, nvrtc_ch
 from barecuda import tools
 from barecuda import elementwise as ew
 from barecuda import gpuarray as ga
-from barecuda import _gather
+from barecuda._array import gather as _gather
 from barecuda import cumath, curandom
 from barecuda.elementwise import ElementwiseKernel
 from barecuda.reduction import ReductionKernel

@@ -9,7 +9,7 @@ context is popped and released when the interpreter exits.
 import atexit
 
 from barecuda import driver as _drv
-from barecuda.tools import make_default_context as _make
+from barecuda._core.contexts import make_default_context as _make
 
 context = _make()
 device = context.device

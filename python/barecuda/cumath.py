@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from barecuda import gpuarray as _ga
-from barecuda.tools import dtype_to_ctype
+from barecuda._kernels.cdecl import dtype_to_ctype
 
 if TYPE_CHECKING:
     from typing import Protocol

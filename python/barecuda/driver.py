@@ -34,86 +34,25 @@ if _typing.TYPE_CHECKING:
 
     from barecuda._driver import DeviceAllocation, Stream, _DevicePointer
 
-# PyCUDA's spelling for enums whose header name reads differently.
-_ALIASES = {
-    "compute_mode": "computemode",
-    "memory_type": "memorytype",
-    "shared_config": "sharedconfig",
-    "resource_type": "resourcetype",
-    "mem_advice": "mem_advise",
-}
-
-_tables = None
-_made = {}
-
-
-def _enum_names():
-    global _tables
-    if _tables is None:
-        _tables = _driver._enum_tables()
-    return _tables
-
-
-class _NamedIntEnum(_enum.IntEnum):
-    """IntEnum whose str() is the member's name, as PyCUDA's (Boost.Python) enums:
-    ``str(device_attribute.WARP_SIZE) == "WARP_SIZE"``.  Everything else is int's:
-    ==, hashing, arithmetic, ``"%d" % m`` and ``f"{m:d}"`` give the number."""
-
-    def __str__(self) -> str:
-        return self._name_
-
-    __format__ = _enum.IntEnum.__format__
-
-
-class _NamedIntFlag(_enum.IntFlag):
-    """IntFlag whose str() is the member's name ("PORTABLE"), or the names of a
-    combination joined by "|" ("PORTABLE|DEVICEMAP"); the number for a value with
-    no name (0 when no member is 0, or bits the headers do not name)."""
-
-    def __str__(self) -> str:
-        name = self._name_
-        return name if name else str(int(self))
-
-    __format__ = _enum.IntFlag.__format__
-
-
-def _make_enum(name):
-    cls = _made.get(name)
-    if cls is None:
-        members = _enum_names()[_ALIASES.get(name, name)]
-        base = _NamedIntFlag if name.endswith("_flags") else _NamedIntEnum
-        cls = base(name, members, module=__name__)
-        cls.__qualname__ = name
-        kind = "IntFlag" if base is _NamedIntFlag else "IntEnum"
-        cls.__doc__ = (f"{name}: the values of this enum of the CUDA headers cuda.h, "
-                       f"as an {kind} (members named without their CU_ prefix; "
-                       f"str() is the member's name, as in PyCUDA).")
-        _made[name] = cls
-    return cls
-
-
-def _enum_for_driver(name: str) -> type:
-    # _driver's factory: the C floor never imports this module, it asks for the
-    # classes of the enum-valued results it hands out (Device.get_attributes() keys,
-    # Context.get_cache_config(), ...) through the hook registered below.
-    cls: type = __getattr__(name)
-    return cls
-
-
-_driver._set_enum_factory(_enum_for_driver)
-
-
-def enum_names() -> list[str]:
-    """Names of every enum of the CUDA headers available here (plus PyCUDA aliases)."""
-    return sorted(set(_enum_names()) | set(_ALIASES))
+# The header enums (device_attribute, ctx_flags, ...): classes of this module,
+# made on first use by barecuda._core.enums (which _driver asks for them too).
+from barecuda._core.enums import (  # noqa: E402
+    _ALIASES,
+    _NamedIntEnum,
+    _NamedIntFlag,
+    _enum_for_driver,
+    _enum_names,
+    _made,
+    _make_enum,
+    enum_names as enum_names,
+)
+from barecuda._core import enums as _enums  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:
-    if name in _ALIASES or name in _enum_names():
-        cls = _make_enum(name)
-        globals()[name] = cls
-        return cls
-    raise AttributeError(f"module 'barecuda.driver' has no attribute {name!r}")
+    cls = _enums.get(name)   # AttributeError for a name that is no enum
+    globals()[name] = cls
+    return cls
 
 
 def get_version() -> tuple[int, int, int]:
@@ -123,7 +62,7 @@ def get_version() -> tuple[int, int, int]:
 
 
 # "name as name": re-exported for type checkers too (mypy --strict, no implicit re-export).
-from barecuda._arrays import (  # noqa: E402
+from barecuda._core.cuda_arrays import (  # noqa: E402
     dtype_to_array_format as dtype_to_array_format,
     gpuarray_to_array as gpuarray_to_array,
     make_multichannel_2d_array as make_multichannel_2d_array,
@@ -276,7 +215,7 @@ class PointerHolderBase:
 
 # {{{ PyCUDA's remaining driver-level names
 
-from barecuda._pools import (  # noqa: E402,F401  (PyCUDA's driver exposes the pools too)
+from barecuda._core.pools import (  # noqa: E402,F401  (PyCUDA's driver exposes the pools too)
     DeviceMemoryPool,
     PageLockedAllocator,
     PageLockedMemoryPool,

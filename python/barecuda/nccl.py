@@ -52,6 +52,23 @@ _TYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 
           "float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 
+#: ncclResult_t values, for wait()'s messages
+_RESULTS = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
+            4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError: a peer "
+            "failed or its process exited", 7: "ncclInProgress"}
+_IN_PROGRESS = 7
+
+
+def _drain(event: Any, deadline: float) -> bool:
+    """Whether `event` completes before `deadline` (time.monotonic())."""
+    import time
+    while not event.query():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
 _ALL_REDUCE, _BROADCAST, _REDUCE, _ALL_GATHER, _REDUCE_SCATTER, _SEND, _RECV = range(7)
 
 
@@ -349,6 +366,57 @@ class Communicator:
     def async_error(self) -> int:
         """NCCL's background error code (0: none, 7: still in progress)."""
         return int(self._comm.async_error())
+
+    def wait(self, stream: Stream | None = None, timeout: float = 60.0,
+             poll: float = 0.001) -> None:
+        """Wait for the work queued on `stream` (None: the legacy default stream),
+        watching this communicator, so that a dead peer is noticed, not waited on.
+
+        A collective whose peer has died never finishes: NCCL's kernel waits for
+        data that will not come.  wait() polls the stream and :meth:`async_error`
+        every `poll` seconds (the GIL released between polls).  When NCCL reports an
+        error (a peer's process gone, a network failure) or `timeout` seconds pass
+        first, the communicator is aborted (NCCL drops its queued operations, so the
+        stream drains and the context stays usable) and driver.RuntimeError or
+        TimeoutError is raised.  The survivor can go on: its arrays are intact, and
+        a new Communicator can be made among the ranks that remain.
+        """
+        import math
+        import time
+
+        from barecuda import driver as drv
+
+        fn = "wait()"
+        self._check_open(fn)
+        for name, value in (("timeout", timeout), ("poll", poll)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                                  np.floating)):
+                raise TypeError(f"{fn}: {name} must be a number of seconds, not "
+                                f"{type(value).__name__}")
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{fn}: {name} must be a positive, finite number of "
+                                 f"seconds, not {value}")
+        done = drv.Event(drv.event_flags.DISABLE_TIMING).record(stream)
+        deadline = time.monotonic() + float(timeout)
+        while not done.query():
+            err = int(self._comm.async_error())
+            if err not in (0, _IN_PROGRESS):
+                why = f"NCCL reported error {err} ({_RESULTS.get(err, 'unknown')})"
+                break
+            if time.monotonic() >= deadline:
+                why = f"the stream's work was not done after {timeout} s"
+                break
+            time.sleep(float(poll))
+        else:
+            return
+        rank, size = self.rank, self.size
+        self.abort()
+        drained = _drain(done, deadline=time.monotonic() + 10.0)
+        msg = (f"{fn}: rank {rank} of {size}: {why}; the communicator was aborted"
+               + ("" if drained else ", but its stream still had not drained 10 s later"))
+        if err not in (0, _IN_PROGRESS):
+            raise drv.RuntimeError(msg)
+        raise TimeoutError(msg)
 
     def __enter__(self) -> Communicator:
         """The communicator itself."""

@@ -32,19 +32,20 @@ trace records, into its timeline as host spans.
 from __future__ import annotations
 
 import functools
-import json
 import os
-import tempfile
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape
 
 from barecuda import _driver
 
+# Imported where they are used, not here: json, tempfile and threading (which
+# writing a trace needs, not recording one) and pathlib, whose import pulls in
+# urllib (pathlib.Path.as_uri); escape() below is xml.sax.saxutils's, whose import
+# pulls in urllib, http.client and email.  barecuda.tools imports this module.
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
+    from pathlib import Path
     from types import TracebackType
     from typing import ParamSpec, TypeVar
 
@@ -192,6 +193,8 @@ def summarize(events: Sequence[TraceEvent]) -> TraceSummary:
 
 
 def _check_path(path: object, what: str) -> Path:
+    from pathlib import Path
+
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{what}(): path must be a str or os.PathLike, not {type(path).__name__}")
     p = Path(path)
@@ -281,6 +284,8 @@ class Trace:
 
     def to_chrome(self, path: str | os.PathLike[str]) -> Path:
         """Write chrome() as JSON to `path`; returns the path."""
+        import json
+
         p = _check_path(path, "to_chrome")
         data = self.chrome()
         p.write_text(json.dumps(data, separators=(",", ":")))
@@ -299,6 +304,8 @@ class Trace:
 
     def save(self, directory: str | os.PathLike[str], stem: str = "trace") -> tuple[Path, Path]:
         """Write <stem>.json and <stem>.svg into `directory` (made if needed)."""
+        from pathlib import Path
+
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         return self.to_chrome(d / f"{stem}.json"), self.to_svg(d / f"{stem}.svg")
@@ -312,8 +319,14 @@ def trace() -> Trace:
 def trace_dir(arg: str | None = None) -> Path:
     """Where to write timelines: `arg` if given, else $BARECUDA_TRACE_DIR, else a new
     temporary directory."""
+    from pathlib import Path
+
     chosen = arg or os.environ.get("BARECUDA_TRACE_DIR")
-    return Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="barecuda-trace-"))
+    if chosen:
+        return Path(chosen)
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="barecuda-trace-"))
 
 
 class nvtx_range:
@@ -363,6 +376,8 @@ def _rows(events: Sequence[TraceEvent]) -> tuple[list[int], list[int]]:
 
 
 def _thread_label(ident: int) -> str:
+    import threading
+
     main = threading.main_thread().ident
     return "host (main thread)" if ident == main else f"host thread {ident}"
 
@@ -433,6 +448,12 @@ def _nice_step(span: float, max_ticks: int = 10) -> float:
         if m * power >= raw:
             return m * power
     return 10 * power
+
+
+def escape(text: str) -> str:
+    """`text` with &, < and > as XML entities (xml.sax.saxutils.escape, without
+    importing xml: see the imports)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
 
 
 def _svg(events: Sequence[TraceEvent], start_ns: int, width: int) -> str:

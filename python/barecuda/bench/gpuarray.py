@@ -17,6 +17,11 @@
   and ``get()`` into an existing array alternate round by round with the pinned
   copy they are compared with (medians of 14 rounds; targets >= 0.85); ``get()``
   into a new array, in a loop and the first of its size (target >= 0.5).
+- ``take`` of 2^24 float32 through 2^24 random int32 indices, checked, against the
+  plain gather ``z[i] = a[idx[i]]`` (an ElementwiseKernel, nothing checked): in
+  mode "raise" each call waits for its kernel to read the bad-index word, so the
+  plain gather is synchronized after each call too; "clip" is timed as a loop of
+  asynchronous calls, as is its plain gather (ratio = ours / plain: target <= 1.05).
 Device work is timed with events, host-side loops with perf_counter; medians of
 rounds after a warm-up.
 """
@@ -106,7 +111,7 @@ def _cupy():
 
 
 def run():
-    from barecuda import _kept
+    from barecuda._array import kept as _kept
     from barecuda import driver as drv
     from barecuda import gpuarray
     from barecuda.compiler import SourceModule
@@ -220,7 +225,7 @@ def run():
     # the results it dropped (src/hostpool.c), page-locked from its second use
     t_get = _host_loop_time(lambda: dev.get(), sync, iterations=3)
     t_first = _first_get_time(dev, sync)
-    # arrays the program keeps: registered at their third copy (barecuda._kept)
+    # arrays the program keeps: registered at their third copy (barecuda._array.kept)
     kept_up, kept_down = host.copy(), np.ones_like(host)
     t_kup = _host_loop_time(lambda: dev.set(kept_up), sync, iterations=3)
     t_kdown = _host_loop_time(lambda: dev.get(kept_down), sync, iterations=3)
@@ -251,5 +256,38 @@ def run():
     t_plain = _host_loop_time(lambda: drv.memcpy_htod(dev.ptr, host), sync, iterations=3)
     rows.append(_row("to_gpu 256 MiB pageable vs memcpy_htod", nbytes / t_to / 1e9, "GB/s", t_plain / t_to,
                      "cuMemcpyHtoD of the same pageable array"))
+    rows += _take_rows(drv, gpuarray, ElementwiseKernel, rng)
     del ctx
     return rows
+
+
+N_TAKE = 1 << 24
+
+
+def _take_rows(drv, gpuarray, ElementwiseKernel, rng):
+    a = gpuarray.to_gpu(rng.random(N_TAKE, dtype=np.float32))
+    idx = gpuarray.to_gpu(rng.integers(0, N_TAKE, N_TAKE, dtype=np.int32))
+    z = gpuarray.empty(N_TAKE, np.float32)
+    plain = ElementwiseKernel("float *z, const float *a, const int *idx", "z[i] = a[idx[i]]",
+                              "plain_gather")
+    sync = drv.Context.synchronize
+    assert np.array_equal(gpuarray.take(a, idx, out=z).get(),
+                          a.get()[idx.get()]), "take() disagrees with NumPy"
+
+    def plain_synced():
+        plain(z, a, idx)
+        sync()
+
+    t_raise, t_plain_synced, t_clip, t_plain = interleaved_times(
+        [lambda: gpuarray.take(a, idx, out=z), plain_synced,
+         lambda: gpuarray.take(a, idx, out=z, mode="clip"), lambda: plain(z, a, idx)],
+        [None, None, sync, sync], iterations=20, rounds=15)
+    gbs = 3 * 4 * N_TAKE / 1e9
+    return [
+        _row("take 2^24 float32, mode=raise", gbs / t_raise, "GB/s", t_raise / t_plain_synced,
+             "plain gather, synchronized per call (target <= 1.05)",
+             f"{t_raise * 1e6:.1f} us against {t_plain_synced * 1e6:.1f} us"),
+        _row("take 2^24 float32, mode=clip", gbs / t_clip, "GB/s", t_clip / t_plain,
+             "plain gather, asynchronous loop (target <= 1.05)",
+             f"{t_clip * 1e6:.1f} us against {t_plain * 1e6:.1f} us"),
+    ]

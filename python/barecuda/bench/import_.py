@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Benchmark section: the cost of `import barecuda` in a fresh interpreter.
 
-Target (shared/PERFORMANCE.md): at most 0.03 s more than `import numpy` alone.
-Each figure is the median wall time of fresh interpreters, measured in the same run.
+Targets (shared/PERFORMANCE.md): `import barecuda.driver, barecuda.gpuarray` at most
+0.015 s more than `import numpy` alone (tests/test_import_cost.py checks it with a
+margin on every CI run); `import barecuda.driver` at most 0.03 s more.  Each figure is
+the median wall time of fresh interpreters, measured in the same run.
 """
 
 import statistics
@@ -28,17 +30,21 @@ def run():
     # numpy alone and numpy + barecuda alternate, so machine noise falls on both;
     # the figure is the median of the paired differences.
     bare = _median_import("pass")
-    pairs = [(_once("import numpy"), _once("import numpy, barecuda.driver"))
-             for _ in range(REPEATS)]
-    numpy = statistics.median(p[0] for p in pairs)
-    ours = statistics.median(p[1] for p in pairs)
-    extra = statistics.median(b - a for a, b in pairs)
+    triples = [(_once("import numpy"), _once("import numpy, barecuda.driver"),
+                _once("import numpy, barecuda.driver, barecuda.gpuarray"))
+               for _ in range(REPEATS)]
+    numpy = statistics.median(t[0] for t in triples)
     rows = [
         dict(name="import python (bare)", value=bare, unit="s"),
         dict(name="import numpy", value=numpy, unit="s"),
-        dict(name="import barecuda.driver", value=ours, unit="s", vs="numpy",
-             note=f"+{extra:.4f} s over numpy, median of paired runs (target <= 0.03)"),
     ]
+    for k, (what, target) in enumerate((("barecuda.driver", 0.03),
+                                        ("barecuda.driver, barecuda.gpuarray", 0.015)), 1):
+        ours = statistics.median(t[k] for t in triples)
+        extra = statistics.median(t[k] - t[0] for t in triples)
+        rows.append(dict(name=f"import {what}", value=ours, unit="s", vs="numpy",
+                         note=f"+{extra:.4f} s over numpy, median of paired runs "
+                              f"(target <= {target})"))
     for peer, stmt in (("cupy", "import numpy, cupy"), ("cuda.core", "import numpy, cuda.core"),
                        ("pycuda", "import numpy, pycuda.driver")):
         t = _median_import(stmt)

@@ -100,6 +100,34 @@ def _dense(mat, who):
     return arr
 
 
+def _check_csr(indptr: Any, indices: Any, nnz: int, shape: tuple[int, int],
+               who: str) -> tuple[Any, Any]:
+    """A CSR's row pointers and column indices, checked on the host before any kernel
+    follows them (SciPy builds a csr_matrix from arrays without checking their
+    values): int64 row pointers from 0 to nnz, never decreasing; int32 columns
+    inside the shape."""
+    indptr = np.asarray(indptr)
+    indices = np.asarray(indices)
+    for name, arr in (("indptr", indptr), ("indices", indices)):
+        if arr.size and arr.dtype.kind not in "iu":
+            raise TypeError(f"{who}: the matrix's {name} must be integers, not {arr.dtype}")
+    if indptr.shape != (shape[0] + 1,):
+        raise ValueError(f"{who}: indptr has {indptr.size} entries, a matrix of {shape[0]} "
+                         f"rows needs {shape[0] + 1}")
+    if indptr[0] != 0 or indptr[-1] != nnz or indices.size != nnz:
+        raise ValueError(f"{who}: indptr must run from 0 to the {nnz} stored entries "
+                         f"(it runs from {indptr[0]} to {indptr[-1]}, with {indices.size} "
+                         f"column indices)")
+    if shape[0] and np.any(np.diff(indptr) < 0):
+        row = int(np.argmax(np.diff(indptr) < 0))
+        raise ValueError(f"{who}: indptr decreases at row {row}")
+    if indices.size and (indices.min() < 0 or indices.max() >= shape[1]):
+        bad = int(np.argmax((indices < 0) | (indices >= shape[1])))
+        raise ValueError(f"{who}: column index {indices[bad]} (entry {bad}) lies outside "
+                         f"the shape {shape}")
+    return indptr.astype(np.int64), indices.astype(np.int32)
+
+
 def as_csr(mat: Any, dtype: npt.DTypeLike, who: str) -> Any:
     """(shape, indptr int64, indices int32, data of dtype) of `mat`."""
     if hasattr(mat, "tocsr") and hasattr(mat, "shape"):
@@ -107,8 +135,8 @@ def as_csr(mat: Any, dtype: npt.DTypeLike, who: str) -> Any:
         shape = _check_shape(m.shape, who)
         _check_nnz(m.nnz, who)
         data = _cast_values(m.data, dtype, who)
-        return (shape, np.asarray(m.indptr, dtype=np.int64),
-                np.asarray(m.indices, dtype=np.int32), data)
+        indptr, indices = _check_csr(m.indptr, m.indices, data.size, shape, who)
+        return shape, indptr, indices, data
     if isinstance(mat, COOMatrix):
         coo = as_coo(mat, dtype, who)
         order = np.lexsort((coo.col, coo.row))
@@ -147,8 +175,7 @@ def as_coo(mat: Any, dtype: npt.DTypeLike, who: str) -> Any:
         m = mat.tocoo()
         shape = _check_shape(m.shape, who)
         _check_nnz(m.nnz, who)
-        return COOMatrix(np.asarray(m.row, dtype=np.int32), np.asarray(m.col, dtype=np.int32),
-                   _cast_values(m.data, dtype, who), shape)
+        return as_coo(COOMatrix(m.row, m.col, m.data, shape), dtype, who)
     shape, indptr, indices, data = as_csr(mat, dtype, who)
     rows = np.repeat(np.arange(shape[0], dtype=np.int32), np.diff(indptr))
     return COOMatrix(rows, indices, data, shape)

@@ -140,12 +140,12 @@ class PacketedSpMV:
     def permute(self, x: GPUArray) -> GPUArray:
         """The GPUArray x (original row order) reordered into the packet ordering."""
         self._check(x, "x")
-        return gpuarray.take(x, self.new2old_fetch_indices)
+        return gpuarray.take(x, self.new2old_fetch_indices, mode="clip")   # built here: in range
 
     def unpermute(self, x: GPUArray) -> GPUArray:
         """The GPUArray x (packet ordering) reordered back into the original order."""
         self._check(x, "x")
-        return gpuarray.take(x, self.old2new_fetch_indices)
+        return gpuarray.take(x, self.old2new_fetch_indices, mode="clip")
 
     def __call__(self, x: GPUArray, y: GPUArray | None = None,
                  stream: Stream | None = None) -> GPUArray:

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from barecuda._driver import Stream
-    from barecuda.gpuarray import GPUArray
 
     _Allocator = Callable[[int], Any]
     _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
@@ -24,21 +23,23 @@ import builtins as _builtins
 
 import numpy as np
 
-from barecuda import driver as _drv
-from barecuda.tools import dtype_to_ctype
-from barecuda._lazy import gpuarray_module as _ga
+from barecuda import _driver as _drv
+from barecuda._array import core as _core
+from barecuda._array.array import GPUArray
+from barecuda._array.layout import _check_dtype
+from barecuda._kernels.cdecl import dtype_to_ctype
 
 __all__ = ["empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "to_gpu",
            "to_gpu_async", "arange", "is_gpuarray"]
 
 def _shape_dtype_alloc(shape: Any, dtype: Any, allocator: Any, order: Any = "C", stream: Any = None) -> Any:
-    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    return GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
 
 
 def empty(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allocator | None = None,
           order: str = "C", stream: Stream | None = None) -> GPUArray:
     """A new uninitialised GPUArray."""
-    return _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)  # type: ignore[no-any-return]
+    return GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)  # type: ignore[no-any-return]
 
 
 def zeros(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allocator | None = None,
@@ -50,7 +51,7 @@ def zeros(shape: _ShapeLike, dtype: npt.DTypeLike = np.float64, allocator: _Allo
     With `stream` the clearing is queued on it.  Raises ValueError or TypeError for
     a bad shape, dtype or order, as the GPUArray constructor.
     """
-    a: GPUArray = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
         if stream is not None and hasattr(_drv, "memset_d8_async"):
             _drv.memset_d8_async(a.ptr, 0, a.nbytes, stream)
@@ -77,12 +78,12 @@ def full(shape: _ShapeLike, fill_value: Any, dtype: npt.DTypeLike | None = None,
     """
     if dtype is None:
         dtype = np.array(fill_value).dtype
-    a: GPUArray = _ga().GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = GPUArray(shape, dtype, allocator=allocator, order=order, stream=stream)
     return a.fill(fill_value, stream)
 
 
 def _like(other: Any, dtype: Any, order: Any) -> Any:
-    if not isinstance(other, _ga().GPUArray):
+    if not isinstance(other, GPUArray):
         raise TypeError(f"other must be a GPUArray, not {type(other).__name__}")
     dtype = other.dtype if dtype is None else dtype
     if order in ("K", "A", "k", "a") or order is None:
@@ -100,7 +101,7 @@ def empty_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str |
     given.  order "K" keeps Fortran order for an F-contiguous `other`, else C.
     """
     order, dtype = _like(other, dtype, order)
-    return _ga().GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)  # type: ignore[no-any-return]
+    return GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)  # type: ignore[no-any-return]
 
 
 def zeros_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
@@ -129,9 +130,9 @@ def to_gpu(ary: npt.ArrayLike, allocator: _Allocator | None = None, stream: Stre
     if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
         ary = np.ascontiguousarray(ary)
     order = "C" if ary.flags.c_contiguous else "F"
-    a: GPUArray = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
-        _ga()._htod(a.ptr, ary, False, stream)
+        _core._htod(a.ptr, ary, False, stream)
     return a
 
 
@@ -141,7 +142,7 @@ def to_gpu_async(ary: npt.ArrayLike, allocator: _Allocator | None = None, stream
     if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
         ary = np.ascontiguousarray(ary)
     order = "C" if ary.flags.c_contiguous else "F"
-    a: GPUArray = _ga().GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
+    a: GPUArray = GPUArray(ary.shape, ary.dtype, allocator=allocator, order=order, stream=stream)
     if a.size:
         _drv.memcpy_htod_async(a.ptr, ary, stream)
     return a
@@ -149,7 +150,7 @@ def to_gpu_async(ary: npt.ArrayLike, allocator: _Allocator | None = None, stream
 
 def _arange_kernel(dtype: Any, cd: Any) -> Any:
     ct, cc = dtype_to_ctype(dtype), dtype_to_ctype(cd)
-    return _ga()._kernel(("arange", dtype, cd), f"{ct} *z, {cc} start, {cc} step",
+    return _core._kernel(("arange", dtype, cd), f"{ct} *z, {cc} start, {cc} step",
                          f"z[i] = bc_cast<{ct}>(start + ({cc})i * step)", "bc_arange")
 
 
@@ -168,10 +169,10 @@ def arange(*args: Any, dtype: npt.DTypeLike | None = None, allocator: _Allocator
         raise ValueError("arange(): step may not be zero")
     if dtype is None:
         dtype = np.result_type(np.asarray(start), np.asarray(stop), np.asarray(step))
-    dtype = _ga()._check_dtype(dtype)
+    dtype = _check_dtype(dtype)
     import math
     n = _builtins.max(0, int(math.ceil((stop - start) / step)))
-    a: GPUArray = _ga().GPUArray((n,), dtype, allocator=allocator, stream=stream)
+    a: GPUArray = GPUArray((n,), dtype, allocator=allocator, stream=stream)
     if n:
         cd = (np.dtype(np.float64)
               if dtype.kind in "fcb" or isinstance(start, float) or isinstance(step, float)  # type: ignore[union-attr]
@@ -183,4 +184,4 @@ def arange(*args: Any, dtype: npt.DTypeLike | None = None, allocator: _Allocator
 
 def is_gpuarray(obj: object) -> bool:
     """True when `obj` is a GPUArray (views included), else False."""
-    return isinstance(obj, _ga().GPUArray)
+    return isinstance(obj, GPUArray)

@@ -14,7 +14,7 @@ import operator as _operator
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from barecuda import _driver
-from barecuda import driver as _drv
+from barecuda._core import enums as _enums
 
 if _TYPE_CHECKING:
     from typing import SupportsIndex
@@ -26,7 +26,7 @@ _FALLBACK_BLOCKS_PER_MP = 8
 
 def _attribute(dev: _driver.Device, name: str, fallback: int | None = None) -> int:
     try:
-        return dev.get_attribute(getattr(_drv.device_attribute, name))
+        return dev.get_attribute(getattr(_enums.get("device_attribute"), name))
     except (_driver.Error, AttributeError):
         if fallback is None:
             raise

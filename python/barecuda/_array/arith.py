@@ -13,101 +13,26 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from barecuda import _driver as _cdrv
-from barecuda.tools import dtype_to_ctype
-from barecuda._lazy import gpuarray_module as _ga
-from barecuda import _strided
+from barecuda._array import core as _core
+from barecuda._array import strided as _strided
+from barecuda._array.array import GPUArray, _empty_as, _new_array
+from barecuda._array.ops import (_BINOPS, _COMPARE, _binop_expr, _compute_dtype,  # noqa: F401
+                                 _result_dtype, _types)
+from barecuda._kernels.cdecl import dtype_to_ctype
 
 if TYPE_CHECKING:
     from barecuda._driver import Stream
-    from barecuda.gpuarray import GPUArray
 
 __all__ = ["if_positive", "maximum", "minimum"]
-
-# ------------------------------------------------------------------ type resolution
-
-_types: dict[Any, np.dtype[Any]] = {}
-
-
-def _result_dtype(op: str, a: np.dtype[Any], b: Any = None) -> np.dtype[Any]:
-    """NumPy's result dtype of ufunc `op` on an array of a and b (dtype, Python or NumPy
-    scalar); raises TypeError (or OverflowError) as NumPy does."""
-    key = (op, a, b if isinstance(b, np.dtype) else type(b))
-    r = _types.get(key)
-    if r is None:
-        uf = getattr(np, op)
-        x = np.empty(0, a)
-        try:
-            if b is None:
-                r = uf(x).dtype
-            elif isinstance(b, np.dtype):
-                r = uf(x, np.empty(0, b)).dtype
-            else:
-                r = uf(x, b).dtype
-        except TypeError as exc:
-            raise TypeError(f"operation {op} is not supported for {a}"
-                            + ("" if b is None else f" and {b if isinstance(b, np.dtype) else type(b).__name__}")
-                            + f": {exc}") from None
-        if isinstance(b, (np.generic, int, float, complex)) and not isinstance(b, np.dtype):
-            if type(b) is int and a.kind in "iu":
-                pass  # overflow is checked on conversion, value by value
-        _types[key] = r
-    return r
-
-
-_BINOPS = {
-    "add": "a + b", "subtract": "a - b", "multiply": "a * b", "true_divide": "a / b",
-    "equal": "a == b", "not_equal": "a != b", "less": "a < b", "less_equal": "a <= b",
-    "greater": "a > b", "greater_equal": "a >= b",
-    "maximum": "((a >= b || a != a) ? a : b)", "minimum": "((a <= b || a != a) ? a : b)",
-}
-_COMPARE = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
-
-
-def _binop_expr(op: str, ct_dt: Any) -> str:
-    if ct_dt == np.bool_:
-        if op == "add":
-            return "(a || b)"
-        if op == "multiply":
-            return "(a && b)"
-        if op in ("maximum",):
-            return "(a || b)"
-        if op in ("minimum",):
-            return "(a && b)"
-    if op in _BINOPS:
-        return _BINOPS[op]
-    kind = ct_dt.kind
-    if op == "floor_divide":
-        return "barecuda::floordiv_int(a, b)" if kind in "iu" else "barecuda::floordiv_float(a, b)"
-    if op == "remainder":
-        return "barecuda::mod_int(a, b)" if kind in "iu" else "barecuda::mod_float(a, b)"
-    if op == "power":
-        if kind in "iu":
-            return "barecuda::pow_int(a, b)"
-        if kind == "c":
-            return "barecuda::pow(a, b)"
-        return "pow(a, b)"
-    raise TypeError(f"unsupported operation {op}")
-
-
-def _compute_dtype(op: str, x_dt: np.dtype[Any], y_dt_or_scalar: Any,
-                   res: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype the operation is computed in."""
-    if op in _COMPARE:
-        if isinstance(y_dt_or_scalar, np.dtype):
-            return np.result_type(x_dt, y_dt_or_scalar)
-        return np.result_type(np.empty(0, x_dt), y_dt_or_scalar)
-    return res
-
 
 def _binary_kernel(op: str, xd: np.dtype[Any], yd: Any, scalar: Any, reverse: bool,
                    res: np.dtype[Any], cd: np.dtype[Any]) -> Any:
     """Kernel z = op(x, y) (y an array of yd, or a scalar of the compute type cd);
     `scalar` "x0"/"y0": x or y is a 0-d array, its one element used for every i."""
-    ga = _ga()
     key = ("bin", op, xd, yd, scalar, reverse, res, cd)
-    k = ga._kernels.get(key)
+    k = _core._kernels.get(key)
     if k is None:
-        ct = ga._ct(cd)
+        ct = _core._ct(cd)
         expr = _binop_expr(op, cd if cd != np.float16 else np.dtype(np.float32))
         xa = f"bc_cast<{ct}>(x[{'0' if scalar == 'x0' else 'i'}])"
         if scalar in ("x0", "y0"):
@@ -123,7 +48,7 @@ def _binary_kernel(op: str, xd: np.dtype[Any], yd: Any, scalar: Any, reverse: bo
         zt = dtype_to_ctype(res)
         op_src = (f"const {ct} a = {a}; const {ct} b = {b}; "
                   f"z[i] = bc_cast<{zt}>({expr})")
-        k = ga._kernel(key, f"{zt} *z, {dtype_to_ctype(xd)} *x, {sdecl}", op_src, f"bc_{op}")
+        k = _core._kernel(key, f"{zt} *z, {dtype_to_ctype(xd)} *x, {sdecl}", op_src, f"bc_{op}")
     return k
 
 
@@ -140,11 +65,10 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         z = _ELEMENTWISE[reverse][op](x, y, stream)   # the C fast path, or None
         if z is not None:
             return z
-    ga = _ga()
     ty = type(y)
-    if ty is ga.GPUArray and x.shape != y.shape and (x.shape == () or y.shape == ()):
+    if ty is GPUArray and x.shape != y.shape and (x.shape == () or y.shape == ()):
         return _binary_0d(op, y, x, out, stream) if reverse else _binary_0d(op, x, y, out, stream)
-    if ty is ga.GPUArray:
+    if ty is GPUArray:
         if x.shape != y.shape:
             raise ValueError(f"operands could not be used together: shapes {x.shape} and {y.shape} "
                              "differ (broadcasting is not supported)")
@@ -155,7 +79,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         # both dense in one order (itemsizes may differ): one flat index walks x, y and z
         if ((x._c and y._c) or (x._f and y._f)) and _dense_out(out, x, res):
             if out is None:
-                z = ga._empty_as(x, res, stream)
+                z = _empty_as(x, res, stream)
                 if x.size:
                     k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
                     _remember(_ELEMENTWISE[False][op], x.dtype, y.dtype, res, k)
@@ -171,7 +95,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         x = x._contiguous(stream)
         y = y._contiguous(stream)
         if out is None:
-            z = ga._empty_as(x, res, stream)
+            z = _empty_as(x, res, stream)
             if x.size:
                 k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
             return z
@@ -194,7 +118,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         res = np.dtype(np.int8)   # NumPy's x ** 2 is np.square(x), whose bool loop gives int8
     cd = _compute_dtype(op, x.dtype, y, res)
     k = _binary_kernel(op, x.dtype, None, True, reverse, res, cd)
-    s = ga._scalar_flat(k, 2, y)
+    s = _core._scalar_flat(k, 2, y)
     if op == "power" and not reverse and cd.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
     x = _unclash(x, out, stream)
@@ -209,7 +133,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
             return r[0]  # type: ignore[no-any-return]
         x = x._contiguous(stream)
     if out is None:
-        z = ga._empty_as(x, res, stream)
+        z = _empty_as(x, res, stream)
         if x.size:
             k.launch_flat(x.size, [z.ptr, x.ptr] + s, stream)
             if weak:
@@ -243,7 +167,7 @@ def _binary_0d(op: str, x: GPUArray, y: GPUArray, out: GPUArray | None,
         else:
             y = big
     if out is None:
-        z: GPUArray = _ga()._empty_as(big, res, stream)
+        z: GPUArray = _empty_as(big, res, stream)
         if big.size:
             k.launch_flat(big.size, [z.ptr, x.ptr, y.ptr], stream)
         return z
@@ -262,14 +186,14 @@ def _remember(table: Any, xdt: np.dtype[Any], key: Any, res: np.dtype[Any], k: A
 def _dense_out(out: GPUArray | None, x: GPUArray, res: np.dtype[Any]) -> bool:
     """Whether a flat-index kernel over contiguous x can write `out` (None: a new
     array) directly: out has res's dtype and x's strides."""
-    return out is None or (isinstance(out, _ga().GPUArray) and out.dtype == res
+    return out is None or (isinstance(out, GPUArray) and out.dtype == res
                            and out.strides == x.strides and (out._c or out._f))
 
 
 def _unclash(a: Any, out: GPUArray | None, stream: Stream | None) -> Any:
     """a, or a copy of it when it shares memory with `out` other than element for
     element (NumPy computes such operations as if from copies of the operands)."""
-    if out is not None and isinstance(out, _ga().GPUArray) and _strided.clash(a, out):
+    if out is not None and isinstance(out, GPUArray) and _strided.clash(a, out):
         return a.copy(stream)
     return a
 
@@ -282,12 +206,12 @@ class _Tables(dict[str, Any]):
         self.kind, self.suffix = kind, suffix
 
     def __missing__(self, op: str) -> Any:
-        t = self[op] = _cdrv._OpTable(_ga().GPUArray, self.kind, op + self.suffix)
+        t = self[op] = _cdrv._OpTable(GPUArray, self.kind, op + self.suffix)
         return t
 
 
 # the C small-op fast paths: `x op y` ([0]) and `y op x` for a scalar y ([1]), unary ops
-# (the one for sums, gpuarray._SUMS, is made with GPUArray)
+# (the one for sums, _array.reduce._SUMS, is made with GPUArray)
 _ELEMENTWISE = (_Tables("elementwise"), _Tables("elementwise", " (reflected)"))
 _UNARY = _Tables("unary")
 
@@ -295,22 +219,21 @@ _UNARY = _Tables("unary")
 def _to_out(k: Any, flat: list[Any], x: GPUArray, res: np.dtype[Any], out: GPUArray, op: str,
             stream: Stream | None) -> GPUArray:
     """Run kernel k writing into `out` (in-place forms and out= arguments)."""
-    ga = _ga()
     _check_out(out, x, res, op)
     if x.size == 0:
         return out  # type: ignore[no-any-return]
     if res == out.dtype and out.strides == x.strides and (out._c or out._f):
         k.launch_flat(x.size, [out.ptr] + flat, stream)
         return out  # type: ignore[no-any-return]
-    tmp = ga._empty_as(x, res, stream)
+    tmp = _empty_as(x, res, stream)
     k.launch_flat(x.size, [tmp.ptr] + flat, stream)
-    ga._assign(out, tmp, stream)
+    _core._assign(out, tmp, stream)
     return out  # type: ignore[no-any-return]
 
 
 def _check_out(out: Any, x: GPUArray, res: np.dtype[Any], op: str) -> None:
     """TypeError/ValueError unless `out` can take op's result (x's shape, dtype res)."""
-    if not isinstance(out, _ga().GPUArray):
+    if not isinstance(out, GPUArray):
         raise TypeError(f"out must be a GPUArray, not {type(out).__name__}")
     if out.shape != x.shape:
         raise ValueError(f"out has shape {out.shape}, the result {x.shape}")
@@ -336,15 +259,14 @@ def _unary_expr(op: str, dt: np.dtype[Any]) -> str:
 
 
 def _unary_kernel(op: str, dt: np.dtype[Any]) -> Any:
-    ga = _ga()
     key = ("un", op, dt)
-    k = ga._kernels.get(key)
+    k = _core._kernels.get(key)
     if k is None:
         res = _result_dtype(op, dt)
-        ct = ga._ct(dt)
+        ct = _core._ct(dt)
         expr = _unary_expr(op, dt)
         zt = dtype_to_ctype(res)
-        k = ga._kernel(key, f"{zt} *z, {dtype_to_ctype(dt)} *x",
+        k = _core._kernel(key, f"{zt} *z, {dtype_to_ctype(dt)} *x",
                        f"const {ct} a = bc_cast<{ct}>(x[i]); z[i] = bc_cast<{zt}>({expr})", f"bc_{op}")
     return k
 
@@ -361,7 +283,7 @@ def _unary(op: str, x: GPUArray, out: GPUArray | None = None,
     if not (x._c or x._f):
         x = x._contiguous(stream)
     if out is None:
-        z = _ga()._empty_as(x, res, stream)
+        z = _empty_as(x, res, stream)
         if x.size:
             k.launch_flat(x.size, [z.ptr, x.ptr], stream)
             _remember(_UNARY[op], x.dtype, None, res, k)
@@ -372,19 +294,17 @@ def _unary(op: str, x: GPUArray, out: GPUArray | None = None,
 # ------------------------------------------------------------------ more elementwise (public)
 
 def _if_positive_kernel(cdt: np.dtype[Any], vdt: np.dtype[Any]) -> Any:
-    ga = _ga()
     ct, vt = dtype_to_ctype(cdt), dtype_to_ctype(vdt)
-    return ga._kernel(("if_positive", cdt, vdt), f"{vt} *z, {ct} *c, {vt} *t, {vt} *e",
-                      f"z[i] = bc_cast<{ga._ct(cdt)}>(c[i]) > bc_cast<{ga._ct(cdt)}>(0) ? t[i] : e[i]",
+    return _core._kernel(("if_positive", cdt, vdt), f"{vt} *z, {ct} *c, {vt} *t, {vt} *e",
+                      f"z[i] = bc_cast<{_core._ct(cdt)}>(c[i]) > bc_cast<{_core._ct(cdt)}>(0) ? t[i] : e[i]",
                       "bc_if_positive")
 
 
 def if_positive(criterion: GPUArray, then_: GPUArray, else_: GPUArray,
                 out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
     """Elementwise `then_ if criterion > 0 else else_` (arrays of one shape)."""
-    ga = _ga()
     for name, a in (("criterion", criterion), ("then_", then_), ("else_", else_)):
-        if not isinstance(a, ga.GPUArray):
+        if not isinstance(a, GPUArray):
             raise TypeError(f"if_positive(): {name} must be a GPUArray")
     if not (criterion.shape == then_.shape == else_.shape):
         raise ValueError("if_positive(): criterion, then_ and else_ must have one shape")
@@ -394,19 +314,19 @@ def if_positive(criterion: GPUArray, then_: GPUArray, else_: GPUArray,
     c, t, e = (a._contiguous(stream) for a in (criterion, then_, else_))
     k = _if_positive_kernel(c.dtype, t.dtype)
     if out is None:
-        out = ga.GPUArray(c.shape, t.dtype, allocator=t.allocator, stream=stream)
+        out = GPUArray(c.shape, t.dtype, allocator=t.allocator, stream=stream)
         k.launch_flat(c.size, [out.ptr, c.ptr, t.ptr, e.ptr], stream)
         return out
     if out.shape != c.shape or out.dtype != t.dtype:
         raise ValueError("if_positive(): out has the wrong shape or dtype")
-    tmp = ga.GPUArray(c.shape, t.dtype, stream=stream)
+    tmp = GPUArray(c.shape, t.dtype, stream=stream)
     k.launch_flat(c.size, [tmp.ptr, c.ptr, t.ptr, e.ptr], stream)
-    return ga._assign(out, tmp, stream)  # type: ignore[no-any-return]
+    return _core._assign(out, tmp, stream)  # type: ignore[no-any-return]
 
 
 def maximum(a: Any, b: Any, out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
     """Elementwise maximum (NaN propagates, as NumPy)."""
-    if not isinstance(a, _ga().GPUArray):
+    if not isinstance(a, GPUArray):
         a, b = b, a
     return _binary("maximum", a, b, out=out, stream=stream)
 
@@ -414,6 +334,6 @@ def maximum(a: Any, b: Any, out: GPUArray | None = None, stream: Stream | None =
 def minimum(a: Any, b: Any, out: GPUArray | None = None, stream: Stream | None = None) -> GPUArray:
 
     """Elementwise minimum (NaN propagates, as NumPy)."""
-    if not isinstance(a, _ga().GPUArray):
+    if not isinstance(a, GPUArray):
         a, b = b, a
     return _binary("minimum", a, b, out=out, stream=stream)

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from barecuda.reduction import ReductionKernel
-from barecuda.tools import dtype_to_ctype
-from barecuda._lazy import gpuarray_module as _ga
+from barecuda import _driver as _cdrv
+from barecuda._array.array import GPUArray
+from barecuda._kernels import arrays as _karrays
+from barecuda._kernels.cdecl import dtype_to_ctype
+from barecuda._kernels.reduction import ReductionKernel
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -21,7 +23,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from barecuda._driver import Stream
-    from barecuda.gpuarray import GPUArray
 
 __all__ = ["sum", "max", "min", "mean", "dot", "vdot"]
 
@@ -76,11 +77,10 @@ def _dot_kernel(adt: np.dtype[Any], bdt: np.dtype[Any], acc: np.dtype[Any], conj
 def sum(a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None = None,
         allocator: Callable[[int], Any] | None = None) -> GPUArray:
     """The sum of all elements as a 0-d GPUArray (NumPy's accumulator dtype)."""
-    ga = _ga()
-    if not isinstance(a, ga.GPUArray):
+    if not isinstance(a, GPUArray):
         raise TypeError(f"sum() takes a GPUArray, not {type(a).__name__}")
     if dtype is None and allocator is None:
-        z: GPUArray | None = ga._SUMS(a, stream)   # the C fast path, or None
+        z: GPUArray | None = _SUMS(a, stream)   # the C fast path, or None
         if z is not None:
             return z
     if dtype is None:
@@ -88,7 +88,7 @@ def sum(a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None =
         if k is not None and (a._c or a._f):   # the common case, no conversions
             z1: GPUArray = k._run([a.ptr], a.size, None, None, stream, allocator)
             if a.size:
-                ga._SUMS.put(a.dtype, None, k.dtype_out, k._hot)
+                _SUMS.put(a.dtype, None, k.dtype_out, k._hot)
             return z1
     res = _sum_dtype(a.dtype) if dtype is None else np.dtype(dtype)
     acc = np.dtype(np.float32) if res == np.float16 else res
@@ -102,9 +102,24 @@ def sum(a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None =
 
 _plain_sums: dict[np.dtype[Any], Any] = {}   # input dtype -> its sum kernel when the result needs no cast
 
+# the C fast path of sum() (those of the operators are in arith)
+_SUMS = _cdrv._OpTable(GPUArray, "reduce", "sum")
+
+
+def _forget_reductions() -> None:
+    """The reductions' launch variants changed (reduction._tuning): make the
+    kernels of sum, min, max and dot again on next use."""
+    global _SUMS
+    _reductions.clear()
+    _plain_sums.clear()
+    _SUMS = _cdrv._OpTable(GPUArray, "reduce", "sum")
+
+
+_karrays.on_tuning(_forget_reductions)
+
 
 def _minmax(which: str, a: GPUArray, stream: Stream | None) -> GPUArray:
-    if not isinstance(a, _ga().GPUArray):
+    if not isinstance(a, GPUArray):
         raise TypeError(f"{which}() takes a GPUArray, not {type(a).__name__}")
     if a.size == 0:
         raise ValueError(f"zero-size array to reduction operation {'maximum' if which == 'max' else 'minimum'} "
@@ -161,7 +176,7 @@ def mean(a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None 
 def _dot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None, stream: Stream | None,
          conj_a: bool) -> GPUArray:
     for name, x in (("a", a), ("b", b)):
-        if not isinstance(x, _ga().GPUArray):
+        if not isinstance(x, GPUArray):
             raise TypeError(f"dot(): {name} must be a GPUArray, not {type(x).__name__}")
     if a.size != b.size:
         raise ValueError(f"dot(): sizes differ ({a.size} and {b.size})")

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from barecuda.tools import get_or_register_dtype
+from barecuda._kernels.cdecl import get_or_register_dtype
 
 __all__ = ["vec", "cuda_alignment", "VECTOR_TYPES"]
 

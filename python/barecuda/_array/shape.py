@@ -14,20 +14,21 @@ from typing import TYPE_CHECKING, Any
 import operator
 
 import numpy as np
-from barecuda._lazy import gpuarray_module as _ga
+
+from barecuda import _driver
+from barecuda._array import core as _core
+from barecuda._array.array import GPUArray
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import SupportsIndex
 
     from barecuda._driver import Device, Stream
-    from barecuda.gpuarray import GPUArray
 
 __all__ = ["concatenate", "stack", "transpose", "reshape", "splay"]
 
 def _check_arrays(name: str, arrays: Iterable[GPUArray]) -> list[GPUArray]:
-    ga = _ga()
-    if isinstance(arrays, ga.GPUArray):
+    if isinstance(arrays, GPUArray):
         raise TypeError(f"{name}(): arrays must be a sequence of GPUArrays, not one GPUArray")
     try:
         arrays = list(arrays)
@@ -37,16 +38,15 @@ def _check_arrays(name: str, arrays: Iterable[GPUArray]) -> list[GPUArray]:
     if not arrays:
         raise ValueError(f"need at least one array to {name}")
     for a in arrays:
-        if not isinstance(a, ga.GPUArray):
+        if not isinstance(a, GPUArray):
             raise TypeError(f"{name}(): every item must be a GPUArray, not {type(a).__name__}")
     return arrays
 
 
 def _copy_into(dst: GPUArray, src: GPUArray, stream: Stream | None) -> None:
-    ga = _ga()
     if src.dtype != dst.dtype:
         src = src.astype(dst.dtype, stream=stream)
-    ga._strided_copy(dst, src, stream)
+    _core._strided_copy(dst, src, stream)
 
 
 def concatenate(arrays: Sequence[GPUArray], axis: SupportsIndex = 0,
@@ -79,7 +79,7 @@ def concatenate(arrays: Sequence[GPUArray], axis: SupportsIndex = 0,
     dtype = np.result_type(*(a.dtype for a in arrays))
     total = sum(a.shape[axis] for a in arrays)
     shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
-    out: GPUArray = _ga().GPUArray(shape, dtype, allocator=allocator or first.allocator, stream=stream)
+    out: GPUArray = GPUArray(shape, dtype, allocator=allocator or first.allocator, stream=stream)
     pos = 0
     for a in arrays:
         n = a.shape[axis]
@@ -110,7 +110,7 @@ def stack(arrays: Sequence[GPUArray], axis: SupportsIndex = 0,
     axis %= nd + 1
     dtype = np.result_type(*(a.dtype for a in arrays))
     out_shape = shape[:axis] + (len(arrays),) + shape[axis:]
-    out: GPUArray = _ga().GPUArray(out_shape, dtype, allocator=allocator or arrays[0].allocator,
+    out: GPUArray = GPUArray(out_shape, dtype, allocator=allocator or arrays[0].allocator,
                          stream=stream)
     if out.size:
         for k, a in enumerate(arrays):
@@ -120,7 +120,7 @@ def stack(arrays: Sequence[GPUArray], axis: SupportsIndex = 0,
 
 def transpose(a: GPUArray, axes: Sequence[SupportsIndex] | None = None) -> GPUArray:
     """transpose(a, axes=None): GPUArray `a` with its axes permuted (a view), as ``a.transpose(axes)``."""
-    if not isinstance(a, _ga().GPUArray):
+    if not isinstance(a, GPUArray):
         raise TypeError(f"transpose() takes a GPUArray, not {type(a).__name__}")
     return a.transpose(axes)  # type: ignore[no-any-return]
 
@@ -130,7 +130,7 @@ def reshape(a: GPUArray, *shape: Any, order: str = "C") -> GPUArray:
 
     A view when `a` is contiguous in `order`, else a copy in that order.
     """
-    if not isinstance(a, _ga().GPUArray):
+    if not isinstance(a, GPUArray):
         raise TypeError(f"reshape() takes a GPUArray, not {type(a).__name__}")
     return a.reshape(*shape, order=order)  # type: ignore[no-any-return]
 
@@ -151,8 +151,7 @@ def splay(n: SupportsIndex, dev: Device | None = None) -> tuple[tuple[int, int],
     if n < 0:
         raise ValueError(f"splay(): n must be >= 0, not {n}")
     if dev is None:
-        from barecuda import driver
-        dev = driver.Context.get_device()
+        dev = _driver.Context.get_device()
     info = _splays.get(dev)
     if info is None:
         warp = dev.warp_size

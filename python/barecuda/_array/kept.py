@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _driver
+from barecuda import _driver
 
 MIN_BYTES = 32 << 20     # smaller arrays are staged: registering them gains too little
 PAGE = 4096

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from barecuda import _driver
+from barecuda._core import enums as _enums
 
 if TYPE_CHECKING:
     from typing import Any, Literal
@@ -59,9 +60,7 @@ _LAYERED, _SURFACE_LDST = 0x01, 0x02
 
 
 def _array_format(value):
-    from barecuda.driver import array_format  # barecuda.driver imports this module
-
-    return array_format(value)
+    return _enums.get("array_format")(value)
 
 
 def dtype_to_array_format(dtype: npt.DTypeLike) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 
-from barecuda._diskcache import _replace
+from barecuda._compile.diskcache import _replace
 
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inc", ".inl", ".cuinc")
 _INDEX_NAME = "headers-1.idx"

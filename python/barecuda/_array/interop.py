@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Zero-copy exchange of GPUArrays with CuPy, PyTorch, Numba, JAX...: DLPack
-(``GPUArray.__dlpack__``/``__dlpack_device__``, :func:`from_dlpack`) and the CUDA
+(``GPUArray.__dlpack__``/``__dlpack_device__`` in barecuda._array.dlpack, :func:`from_dlpack`) and the CUDA
 array interface v3 (:func:`asarray` reads it); re-exported by :mod:`barecuda.gpuarray`.
 
 Imported views keep their producer alive.  Stream rules: our work runs on the
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from barecuda._driver import Stream
-    from barecuda.gpuarray import GPUArray
 
     _Allocator = Callable[[int], Any]
     _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
@@ -28,65 +27,21 @@ if TYPE_CHECKING:
 import numpy as np
 
 from barecuda import _driver as _cdrv
-from barecuda import driver as _drv
-from barecuda._lazy import gpuarray_module as _ga
+from barecuda._array.array import GPUArray
+from barecuda._array.dlpack import (  # noqa: F401  (the export side, re-exported by gpuarray)
+    _DL_CODES,
+    _DL_CUDA,
+    _DL_CUDA_MANAGED,
+    _LEGACY,
+    _device_ordinal,
+    _to_dlpack,
+    _wait_on,
+    settle_default_stream,
+)
+from barecuda._array import create as _create
+from barecuda._array.layout import _check_dtype
 
 __all__ = ["from_dlpack", "asarray"]
-
-_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
-_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
-_LEGACY = 1
-
-
-def _device_ordinal() -> int:
-    return _drv.Context.get_device().handle
-
-
-def _wait_on(waiter: Any, producer: Any) -> None:
-    """Make stream `waiter` (an int handle) wait for work queued so far on `producer`."""
-    ev = _drv.Event(_drv.event_flags.DISABLE_TIMING)
-    ev.record(_drv.Stream.from_handle(producer))
-    _drv.Stream.from_handle(waiter).wait_for_event(ev)
-
-
-def settle_default_stream() -> None:
-    """Wait until the legacy default stream of the current context is idle (a query
-    when it already is)."""
-    legacy = _drv.Stream.from_handle(_LEGACY)
-    if not legacy.is_done():
-        legacy.synchronize()
-
-
-def _to_dlpack(a: Any, stream: Any, max_version: Any, dl_device: Any, copy: Any) -> Any:
-    dev = (_DL_CUDA, _device_ordinal())
-    if dl_device is not None and tuple(dl_device) != dev:
-        raise BufferError(f"__dlpack__: this GPUArray lives on device {dev} (kDLCUDA=2); "
-                          f"exporting to {tuple(dl_device)} is not supported")
-    if stream is not None:
-        if isinstance(stream, bool) or not isinstance(stream, int):
-            raise TypeError(f"__dlpack__: stream must be an int or None, not {type(stream).__name__}")
-        if stream == 0:
-            raise ValueError("__dlpack__: stream 0 is ambiguous for CUDA; pass 1 (legacy default), "
-                             "2 (per-thread default), a stream handle, or -1")
-    code = _DL_CODES.get(a.dtype.kind)
-    if code is None or a.dtype.fields is not None:
-        raise BufferError(f"__dlpack__: dtype {a.dtype} has no DLPack type")
-    if copy:
-        a = a.copy()
-    if stream is not None and stream not in (-1, _LEGACY):
-        _wait_on(stream, _LEGACY)
-    if a._c:
-        strides = None
-    else:
-        isz = a.dtype.itemsize
-        if any(s % isz for s in a.strides):
-            raise BufferError(f"__dlpack__: strides {a.strides} are not multiples of the "
-                              f"item size {isz}")
-        strides = [s // isz for s in a.strides]
-    versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
-    return _cdrv._to_dlpack(a, a.ptr, a.shape, strides, code, a.dtype.itemsize * 8, dev[1],
-                           versioned, False, bool(copy))
-
 
 class _DLPackKeep:
     """Keeps a consumed DLPack tensor (its deleter runs when this dies) and its producer."""
@@ -100,9 +55,8 @@ class _DLPackKeep:
 
 
 def _view(ptr: Any, shape: Any, strides: Any, dtype: Any, keep: Any) -> GPUArray:
-    ga = _ga()
-    dtype = ga._check_dtype(dtype)
-    return ga.GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)  # type: ignore[no-any-return]
+    dtype = _check_dtype(dtype)
+    return GPUArray(shape, dtype, base=keep, gpudata=int(ptr), strides=strides)  # type: ignore[no-any-return]
 
 
 def from_dlpack(obj: Any) -> GPUArray:
@@ -110,7 +64,7 @@ def from_dlpack(obj: Any) -> GPUArray:
     __dlpack__/__dlpack_device__ on a CUDA device (a CuPy array, a torch tensor, a JAX
     array...) or a DLPack capsule.  The producer orders its pending work before our
     default stream (we pass stream=1) and stays alive as long as the view."""
-    if isinstance(obj, _ga().GPUArray):
+    if isinstance(obj, GPUArray):
         return obj  # type: ignore[no-any-return]
     if type(obj).__name__ == "PyCapsule":
         cap, producer = obj, None
@@ -182,10 +136,10 @@ def asarray(obj: Any, dtype: npt.DTypeLike | None = None, stream: Stream | None 
     a zero-copy view of an object exporting __cuda_array_interface__ (v2/v3, whose
     `stream` our default stream waits for) or DLPack on a CUDA device, else a copy of
     ``numpy.asarray(obj, dtype)`` on the device."""
-    if not isinstance(obj, _ga().GPUArray):
+    if not isinstance(obj, GPUArray):
         view = _device_view(obj)
         if view is None:
-            return _ga().to_gpu(np.asarray(obj, dtype=dtype), stream=stream)  # type: ignore[no-any-return]
+            return _create.to_gpu(np.asarray(obj, dtype=dtype), stream=stream)  # type: ignore[no-any-return]
         obj = view
     if dtype is not None and np.dtype(dtype) != obj.dtype:
         return obj.astype(dtype, stream=stream)  # type: ignore[no-any-return]

@@ -22,8 +22,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from barecuda.tools import dtype_to_ctype
-from barecuda._lazy import gpuarray_module as _ga
+from barecuda._array import core as _core
+from barecuda._array.array import _new_array
+from barecuda._array.ops import _binop_expr
+from barecuda._kernels.cdecl import dtype_to_ctype
 
 MAX_DIMS = 8          # axes a kernel walks after collapsing; more: the old copy path
 _INT_MAX = 2**31 - 1
@@ -93,11 +95,9 @@ def binary_source(op: str, xd: np.dtype[Any], yd: np.dtype[Any] | None, ymode: s
     ymode: "a" y is an array walked like x, "0" a 0-d array (its one element),
     "s" a scalar `s` of the compute dtype cd.  zd is z's dtype (the result's, or
     an out= array's: the value is cast to it); zdense: z is written at i."""
-    from barecuda._arith import _binop_expr
     if not 1 <= nd <= MAX_DIMS:
         raise ValueError(f"a strided kernel walks 1 to {MAX_DIMS} axes, not {nd}")
-    ga = _ga()
-    ct = ga._ct(cd)
+    ct = _core._ct(cd)
     it = "long long" if wide else "int"
     ut = "unsigned long long" if wide else "unsigned int"
     walked = ["x"] + (["y"] if ymode == "a" else []) + ([] if zdense else ["z"])
@@ -125,12 +125,11 @@ def binary_kernel(op: str, xd: np.dtype[Any], yd: np.dtype[Any] | None, ymode: s
                   reverse: bool, cd: np.dtype[Any], zd: np.dtype[Any], nd: int, wide: bool,
                   zdense: bool) -> Any:
     """The ElementwiseKernel of :func:`binary_source` (made once per variant)."""
-    ga = _ga()
     key = ("sbin", op, xd, yd, ymode, reverse, cd, zd, nd, wide, zdense)
-    k = ga._kernels.get(key)
+    k = _core._kernels.get(key)
     if k is None:
         arguments, operation = binary_source(op, xd, yd, ymode, reverse, cd, zd, nd, wide, zdense)
-        k = ga._kernel(key, arguments, operation, f"bc_s{op}")
+        k = _core._kernel(key, arguments, operation, f"bc_s{op}")
     return k
 
 
@@ -171,7 +170,6 @@ def binary(op: str, x: Any, y: Any, ymode: str, reverse: bool, res: np.dtype[Any
     run on its own (else None); or None when the layout does not suit (too many
     axes, odd strides, out= overlapping an operand otherwise than exactly): the
     caller then takes the copying path."""
-    ga = _ga()
     if out is not None and any(clash(o, out) for o in ((x, y) if ymode != "s" else (x,))):
         return None
     zd = res if out is None else out.dtype
@@ -191,11 +189,11 @@ def binary(op: str, x: Any, y: Any, ymode: str, reverse: bool, res: np.dtype[Any
     nd = len(dims)
     k = binary_kernel(op, x.dtype, None if ymode == "s" else y.dtype, ymode, reverse, cd, zd,
                       nd, wide, zdense)
-    z = ga._new_array(x.shape, res, x.allocator, stream) if out is None else out
+    z = _new_array(x.shape, res, x.allocator, stream) if out is None else out
     if x.size == 0:
         return z, None
     flat: list[Any] = [z.ptr, x.ptr]
-    flat += ga._scalar_flat(k, 2, y) if ymode == "s" else [y.ptr]
+    flat += _core._scalar_flat(k, 2, y) if ymode == "s" else [y.ptr]
     for st in est:
         flat += list(st)
     flat += list(dims[1:])

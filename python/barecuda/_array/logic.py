@@ -19,15 +19,17 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from barecuda._driver import Stream
-    from barecuda.gpuarray import GPUArray
 
     _Allocator = Callable[[int], Any]
     _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
 
 import numpy as np
 
-from barecuda.tools import dtype_to_ctype
-from barecuda._lazy import gpuarray_module as _ga
+from barecuda._array import core as _core
+from barecuda._array import reduce as _reduce
+from barecuda._array.array import GPUArray
+from barecuda._kernels.cdecl import dtype_to_ctype
+from barecuda._kernels.reduction import ReductionKernel
 
 __all__ = ["any", "all", "logical_and", "logical_or", "logical_not", "where"]
 
@@ -43,7 +45,7 @@ def _truth(expr: Any, dt: Any) -> str:
 
 
 def _check(name: Any, a: Any) -> None:
-    if not isinstance(a, _ga().GPUArray):
+    if not isinstance(a, GPUArray):
         raise TypeError(f"{name}() takes a GPUArray, not {type(a).__name__}")
     if a.dtype.fields is not None:
         raise TypeError(f"{name}(): struct dtype {a.dtype} has no truth value")
@@ -57,12 +59,10 @@ def _any_all(which: Any, a: Any, stream: Any, allocator: Any) -> GPUArray:
 
 
 def _any_all_kernel(which: Any, dt: Any) -> Any:
-    ga = _ga()
     key = (which, dt)
-    k = ga._reductions.get(key)
+    k = _reduce._reductions.get(key)
     if k is None:
-        from barecuda.reduction import ReductionKernel
-        k = ga._reductions[key] = ReductionKernel(
+        k = _reduce._reductions[key] = ReductionKernel(
             np.bool_, "false" if which == "any" else "true",
             "a || b" if which == "any" else "a && b", _truth("x[i]", dt),
             f"{dtype_to_ctype(dt)} *x", name=f"bc_{which}")
@@ -89,8 +89,7 @@ def all(a: GPUArray, stream: Stream | None = None, allocator: _Allocator | None 
 
 def _operand(name: Any, x: Any) -> Any:
     """(kind, value): ("array", GPUArray), ("dev0", 0-d GPUArray) or ("scalar", number)."""
-    ga = _ga()
-    if isinstance(x, ga.GPUArray):
+    if isinstance(x, GPUArray):
         if x.dtype.fields is not None:
             raise TypeError(f"{name}(): struct dtype {x.dtype} has no truth value")
         return ("dev0" if x.shape == () else "array"), x
@@ -102,16 +101,14 @@ def _operand(name: Any, x: Any) -> Any:
 
 
 def _new_bool(shape: Any, like: Any, allocator: Any, stream: Any) -> GPUArray:
-    ga = _ga()
     order = "F" if (like is not None and like._f and not like._c) else "C"
-    return ga.GPUArray(shape, np.bool_, allocator=allocator or (like.allocator if like is not None  # type: ignore[no-any-return]
+    return GPUArray(shape, np.bool_, allocator=allocator or (like.allocator if like is not None  # type: ignore[no-any-return]
                                                                  else None),
                        order=order, stream=stream)
 
 
 def _check_out(name: Any, out: Any, shape: Any) -> None:
-    ga = _ga()
-    if not isinstance(out, ga.GPUArray):
+    if not isinstance(out, GPUArray):
         raise TypeError(f"{name}(): out must be a GPUArray, not {type(out).__name__}")
     if out.shape != shape:
         raise ValueError(f"{name}(): out has shape {out.shape}, the result {shape}")
@@ -122,16 +119,15 @@ def _check_out(name: Any, out: Any, shape: Any) -> None:
 def _finish(name: Any, tmp: Any, out: Any, stream: Any) -> GPUArray:
     if out is None:
         return tmp  # type: ignore[no-any-return]
-    _ga()._strided_copy(out, tmp, stream)
+    _core._strided_copy(out, tmp, stream)
     return out  # type: ignore[no-any-return]
 
 
 def _logical(name: Any, cop: Any, x1: Any, x2: Any, out: Any, allocator: Any, stream: Any) -> GPUArray:
-    ga = _ga()
     (k1, v1), (k2, v2) = _operand(name, x1), _operand(name, x2)
     if k1 == "scalar" and k2 == "scalar":
         r = bool(v1) and bool(v2) if cop == "&&" else bool(v1) or bool(v2)
-        res = ga.GPUArray((), np.bool_, allocator=allocator, stream=stream).fill(r, stream)
+        res = GPUArray((), np.bool_, allocator=allocator, stream=stream).fill(r, stream)
         if out is None:
             return res  # type: ignore[no-any-return]
         _check_out(name, out, ())
@@ -173,28 +169,27 @@ def _logical(name: Any, cop: Any, x1: Any, x2: Any, out: Any, allocator: Any, st
 
 def _logical_kernel(cop: Any, params: Any, terms: Any) -> Any:
     key = ("logical", cop, tuple(params), tuple(terms))
-    return _ga()._kernel(key, ", ".join(params), f"z[i] = {terms[0]} {cop} {terms[1]}",
+    return _core._kernel(key, ", ".join(params), f"z[i] = {terms[0]} {cop} {terms[1]}",
                          "bc_logical_" + ("and" if cop == "&&" else "or"))
 
 
 def _not_kernel(dt: Any) -> Any:
-    return _ga()._kernel(("logical_not", dt), f"bool *z, {dtype_to_ctype(dt)} *x",
+    return _core._kernel(("logical_not", dt), f"bool *z, {dtype_to_ctype(dt)} *x",
                          f"z[i] = !{_truth('x[i]', dt)}", "bc_logical_not")
 
 
 def _where_kernel(cdt: Any, res: Any, params: Any, vals: Any, sig: Any) -> Any:
     zt = dtype_to_ctype(res)
-    return _ga()._kernel(("where", cdt, res, sig), ", ".join(params),
+    return _core._kernel(("where", cdt, res, sig), ", ".join(params),
                          f"z[i] = {_truth('c[i]', cdt)} ? bc_cast<{zt}>({vals[0]}) "
                          f": bc_cast<{zt}>({vals[1]})", "bc_where")
 
 
 def _layout_like(v: Any, like: Any, stream: Any) -> GPUArray:
     """v copied into the memory order of `like` (C or F)."""
-    ga = _ga()
     order = "F" if (like._f and not like._c) else "C"
-    t = ga.GPUArray(v.shape, v.dtype, order=order, stream=stream)
-    ga._strided_copy(t, v, stream)
+    t = GPUArray(v.shape, v.dtype, order=order, stream=stream)
+    _core._strided_copy(t, v, stream)
     return t  # type: ignore[no-any-return]
 
 
@@ -225,10 +220,9 @@ def logical_not(x: Any, /, out: GPUArray | None = None, *, allocator: _Allocator
     `x` is a GPUArray or a number (giving a 0-d GPUArray); the result is a bool
     GPUArray, or `out` (bool, the shape of `x`).
     """
-    ga = _ga()
     kind, v = _operand("logical_not", x)
     if kind == "scalar":
-        res = ga.GPUArray((), np.bool_, allocator=allocator, stream=stream).fill(not v, stream)
+        res = GPUArray((), np.bool_, allocator=allocator, stream=stream).fill(not v, stream)
         if out is not None:
             _check_out("logical_not", out, ())
         return _finish("logical_not", res, out, stream)
@@ -252,15 +246,14 @@ def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = No
     `else_`.  Returns a new GPUArray or `out` (matching shape and dtype).
     ValueError for different shapes, TypeError for other operand types.
     """
-    ga = _ga()
-    if not isinstance(criterion, ga.GPUArray):
+    if not isinstance(criterion, GPUArray):
         raise TypeError(f"where(): criterion must be a GPUArray, not {type(criterion).__name__}")
     if criterion.dtype.fields is not None:
         raise TypeError(f"where(): struct dtype {criterion.dtype} has no truth value")
     shape = criterion.shape
     ops = []
     for name, x in (("then_", then_), ("else_", else_)):
-        if isinstance(x, ga.GPUArray):
+        if isinstance(x, GPUArray):
             if x.shape not in (shape, ()):
                 raise ValueError(f"where(): {name} has shape {x.shape}, criterion {shape} "
                                  "(broadcasting is not supported)")
@@ -272,16 +265,16 @@ def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = No
         else:
             raise TypeError(f"where(): {name} must be a GPUArray or a number, "
                             f"not {type(x).__name__}")
-    dts = [o.dtype if isinstance(o, ga.GPUArray) else o for o in ops]
+    dts = [o.dtype if isinstance(o, GPUArray) else o for o in ops]
     res = np.result_type(*dts)
     if out is not None:
-        if not isinstance(out, ga.GPUArray):
+        if not isinstance(out, GPUArray):
             raise TypeError(f"where(): out must be a GPUArray, not {type(out).__name__}")
         if out.shape != shape or out.dtype != res:
             raise ValueError(f"where(): out must have shape {shape} and dtype {res}, "
                              f"not {out.shape} and {out.dtype}")
     c = criterion if (criterion._c or criterion._f) else criterion._contiguous(stream)
-    z = ga.GPUArray(shape, res, allocator=c.allocator, stream=stream,
+    z = GPUArray(shape, res, allocator=c.allocator, stream=stream,
                     order="F" if (c._f and not c._c) else "C")
     if c.size == 0:
         return out if out is not None else z  # type: ignore[no-any-return]
@@ -289,7 +282,7 @@ def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = No
     params, flat, vals = [f"{zt} *z", f"{dtype_to_ctype(c.dtype)} *c"], [z.ptr, c.ptr], []
     scalars = []
     for pos, o in enumerate(ops):
-        if isinstance(o, ga.GPUArray):
+        if isinstance(o, GPUArray):
             params.append(f"{dtype_to_ctype(o.dtype)} *v{pos}")
             if o.shape == ():
                 vals.append(f"v{pos}[0]")
@@ -309,9 +302,9 @@ def where(criterion: GPUArray, then_: Any, else_: Any, out: GPUArray | None = No
     k = _where_kernel(c.dtype, res, params, vals, tuple(ops))
     for index, value in scalars:
         at = flat.index(None)
-        flat[at:at + 1] = ga._scalar_flat(k, index, value)
+        flat[at:at + 1] = _core._scalar_flat(k, index, value)
     k.launch_flat(c.size, flat, stream)
     if out is None:
         return z  # type: ignore[no-any-return]
-    ga._strided_copy(out, z, stream)
+    _core._strided_copy(out, z, stream)
     return out  # type: ignore[no-any-return]
