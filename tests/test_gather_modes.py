@@ -299,15 +299,17 @@ def test_multi_take_put_checks_dest_and_source_with_offsets(ctx, rng, sentinel):
     for r, h, o in zip(res, hs, offs):
         np.testing.assert_array_equal(r.get()[didx], h[sidx + o])
     s_bad = sidx.copy()
-    s_bad[4] = 150                                   # 150 + 100 is past arrays[2]
+    s_bad[4] = 120               # in arrays[0] (120) and arrays[1] (170), past arrays[2] (220)
     _raises_index(lambda: ga.multi_take_put(gs, ga.to_gpu(didx), ga.to_gpu(s_bad),
                                             dest_shape=(100,), src_offsets=offs),
-                  r"src_indices\[4\] = 150 \+ 100 is out of bounds for arrays\[2\] of size 200")
+                  r"src_indices\[4\] = 120 \+ 100 is out of bounds for arrays\[2\] of size 200")
     d_bad = didx.copy()
-    d_bad[9] = -101
+    # out of range, and "wrap" takes it to a destination no other index names
+    free = sorted(set(range(100)) - set(didx.tolist()))[0]
+    d_bad[9] = free - 200
     _raises_index(lambda: ga.multi_take_put(gs, ga.to_gpu(d_bad), ga.to_gpu(sidx),
                                             dest_shape=(100,)),
-                  r"dest_indices\[9\] = -101 is out of bounds for out\[0\] of size 100")
+                  rf"dest_indices\[9\] = {free - 200} is out of bounds for out\[0\] of size 100")
     with pytest.raises(OverflowError, match="src_offsets value"):
         ga.multi_take_put(gs, ga.to_gpu(didx), ga.to_gpu(sidx), dest_shape=(100,),
                           src_offsets=[2 ** 63, 0, 0])

@@ -14,7 +14,7 @@ import sys
 #: imported by neither numpy nor barecuda (nor barecuda.trace, nor barecuda.tools)
 HEAVY = ("xml", "urllib", "http", "email")
 #: the target, and what a CI machine running other tests beside this one (pytest-xdist)
-#: may add to a median of paired runs
+#: may add to the fastest of the runs
 TARGET_S = 0.015
 LIMIT_S = 0.040
 #: numpy's own import on the machines the target was set on (CPU seconds, shared/
@@ -68,8 +68,10 @@ def test_driver_and_gpuarray_cost_at_most_15_ms_over_numpy():
         ours_cpu.append(b_cpu)
         extra_cpu.append(b_cpu - a_cpu)
         extra_wall.append(b_wall - a_wall)
-    numpy_s = statistics.median(numpy_cpu)
-    extra = statistics.median(extra_cpu)
+    # the fastest of each: a stall of this machine (other processes, memory
+    # reclaim) only ever adds time, to either side of a pair
+    numpy_s = min(numpy_cpu)
+    extra = min(ours_cpu) - numpy_s
     limit = LIMIT_S * max(1.0, numpy_s / NUMPY_NOMINAL_S)
     report = json.dumps({"numpy_cpu_s": round(numpy_s, 4),
                          "extra_cpu_s": round(extra, 4),

@@ -131,12 +131,13 @@ def test_pycuda_getter_layout_unchanged():
     def fake(src, options=None, keep=False):
         seen["src"] = src
         return src
-    orig = red._getter_module
-    red._getter_module = fake
+    from barecuda._kernels import reduction_getters as getters    # where the getter looks
+    orig = getters._getter_module
+    getters._getter_module = fake
     try:
         red.get_reduction_module("float", 128, "0", "a+b", "in[i]", "const float *in")
     finally:
-        red._getter_module = orig
+        getters._getter_module = orig
     src = seen["src"]
     assert "#define BC_ONEPASS 0" in src and "#define BC_VEC 1" in src
     nvrtc_check(src)
