@@ -7,7 +7,6 @@ barecuda.tools re-exports, pulled in urllib, http.client and email: about 60 ms)
 No GPU: importing barecuda loads no driver."""
 
 import json
-import statistics
 import subprocess
 import sys
 
@@ -43,38 +42,35 @@ def test_no_heavy_modules_come_with_barecuda():
     assert child(code).strip() == "none"
 
 
+# Each child times one step in CPU time (other processes disturb it far less than
+# wall time): numpy's import alone, or, numpy already imported, barecuda's on top.
 _TIMED = ("import time\n"
+          "{before}\n"
           "c, w = time.process_time(), time.perf_counter()\n"
-          "import numpy{more}\n"
+          "import {what}\n"
           "print(time.process_time() - c, time.perf_counter() - w)\n")
 
 
-def _times(more):
-    cpu, wall = child(_TIMED.format(more=more)).split()
+def _times(before, what):
+    cpu, wall = child(_TIMED.format(before=before, what=what)).split()
     return float(cpu), float(wall)
 
 
 def test_driver_and_gpuarray_cost_at_most_15_ms_over_numpy():
-    # Fresh interpreters in pairs, the order alternating; each child times its own
-    # imports (interpreter start and exit are the same in both), in CPU time, which
-    # other processes on the machine disturb far less than wall time.
-    numpy_cpu, ours_cpu, extra_cpu, extra_wall = [], [], [], []
-    for k in range(PAIRS):
-        runs = [("", None), (", barecuda.driver, barecuda.gpuarray", None)]
-        for i in ((0, 1) if k % 2 == 0 else (1, 0)):
-            runs[i] = (runs[i][0], _times(runs[i][0]))
-        (a_cpu, a_wall), (b_cpu, b_wall) = runs[0][1], runs[1][1]
-        numpy_cpu.append(a_cpu)
-        ours_cpu.append(b_cpu)
-        extra_cpu.append(b_cpu - a_cpu)
-        extra_wall.append(b_wall - a_wall)
-    # the fastest of each: a stall of this machine (other processes, memory
-    # reclaim) only ever adds time, to either side of a pair
+    # Fresh interpreters, the two kinds alternating.  The fastest of each counts: a
+    # stall of this machine (other processes, memory reclaim, page faults) only ever
+    # adds time, and on the CI machines such stalls reach seconds.
+    numpy_cpu, extra_cpu, extra_wall = [], [], []
+    for _ in range(PAIRS):
+        numpy_cpu.append(_times("", "numpy")[0])
+        cpu, wall = _times("import numpy", "barecuda.driver, barecuda.gpuarray")
+        extra_cpu.append(cpu)
+        extra_wall.append(wall)
     numpy_s = min(numpy_cpu)
-    extra = min(ours_cpu) - numpy_s
+    extra = min(extra_cpu)
     limit = LIMIT_S * max(1.0, numpy_s / NUMPY_NOMINAL_S)
     report = json.dumps({"numpy_cpu_s": round(numpy_s, 4),
                          "extra_cpu_s": round(extra, 4),
-                         "extra_wall_s": round(statistics.median(extra_wall), 4),
+                         "extra_wall_s": round(min(extra_wall), 4),
                          "limit_s": round(limit, 4), "target_s": TARGET_S})
     assert extra <= limit, f"import barecuda.driver, barecuda.gpuarray costs too much: {report}"
