@@ -256,9 +256,8 @@ def _multi_launch(name: str, kind: str, mode: int, dtype: Any, out: Any, src: An
     (mode 'raise'), or None."""
     if not n:
         return None
-    first = None
+    bad = _BadIndex(mode, stream)       # one word for every group: read once, at the end
     for lo, hi in _chunks(len(src)):
-        bad = _BadIndex(mode, stream)
         k = _multi_kernel(kind, dtype, index_arrays[0].dtype, hi - lo, offsets is not None, mode)
         flat = [i.ptr for i in index_arrays] + [o.ptr for o in out[lo:hi]] \
             + [s.ptr for s in src[lo:hi]]
@@ -267,10 +266,7 @@ def _multi_launch(name: str, kind: str, mode: int, dtype: Any, out: Any, src: An
         if offsets is not None:
             flat += offsets[lo:hi]
         k.launch_flat(n, flat + [bad.ptr], stream)
-        pos = bad.first()
-        if pos is not None and (first is None or pos < first):
-            first = pos
-    return first
+    return bad.first()
 
 
 def _bad_index_error(name: str, pos: int, checks: Any) -> IndexError:
@@ -416,10 +412,10 @@ def subset_sum(subset: GPUArray, a: GPUArray, dtype: npt.DTypeLike | None = None
     acc = np.dtype(np.float32) if res == np.float16 else res
     k = _subset_sum_kernel(idx.dtype, a.dtype, acc, m)
     src = a._contiguous(stream)
-    bad = _BadIndex(m, stream)
+    bad = _BadIndex(m if idx.size else 1, stream)      # nothing to check without indices
     r: GPUArray = k._run([idx.ptr, src.ptr, a.size, bad.ptr], idx.size, None, None, stream,
                          allocator)
-    pos = bad.first() if idx.size else None
+    pos = bad.first()
     if pos is not None:
         raise IndexError(f"subset_sum(): subset{_where(idx, pos)} = {_value_at(idx, pos)} is "
                          f"out of bounds for an array of size {a.size}")
