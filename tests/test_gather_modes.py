@@ -39,6 +39,11 @@ def test_every_mode_compiles(idt):
     nvrtc_check_many(k.source() for k in ks)
 
 
+def test_the_collect_kernel_compiles():
+    from conftest import nvrtc_check
+    nvrtc_check(_gather._collect_kernel().source())
+
+
 def test_subset_sum_kernel_compiles_in_every_mode():
     from conftest import nvrtc_check
     for mode in (0, 1, 2):
@@ -175,8 +180,10 @@ def test_take_hostile_indices(ctx, rng, sentinel):
     for v in HUGE + [1000, -1001]:
         idx = np.array([0, 5, v, 7], np.int64)
         _raises_index(lambda: ga.take(ga_a, ga.to_gpu(idx)), rf"indices\[2\] = {v} is out of")
+        # np.mod, not np.take(mode="wrap"): NumPy wraps a negative index by adding
+        # the size in a loop, which for -2**63 would not end in our lifetime
         np.testing.assert_array_equal(ga.take(ga_a, ga.to_gpu(idx), mode="wrap").get(),
-                                      np.take(a, idx, mode="wrap"))
+                                      a[np.mod(idx, a.size)])
         np.testing.assert_array_equal(ga.take(ga_a, ga.to_gpu(idx), mode="clip").get(),
                                       np.take(a, idx, mode="clip"))
         sentinel()
@@ -238,6 +245,86 @@ def test_take_on_a_stream(ctx, rng, sentinel):
     s.synchronize()
     np.testing.assert_array_equal(r.get(), np.take(a, idx, mode="wrap"))
     sentinel()
+
+
+@gpu
+def test_the_kept_word_is_reset_after_a_bad_call(ctx, rng, sentinel):
+    """Each thread keeps its bad-index word between calls: a bad call must leave it
+    clean for the next one, on the default stream and on a stream alike."""
+    a = rng.standard_normal(300).astype(np.float32)
+    ga_a = ga.to_gpu(a)
+    good = ga.to_gpu(rng.integers(-300, 300, 1000).astype(np.int32))
+    bad = ga.to_gpu(np.array([3, 4, 300], np.int32))
+    for s in (None, drv.Stream(), None):
+        for _ in range(3):
+            _raises_index(lambda: ga.take(ga_a, bad, stream=s), r"indices\[2\] = 300")
+            np.testing.assert_array_equal(ga.take(ga_a, good, stream=s).get(),
+                                          np.take(a, good.get()))
+            assert float(ga.subset_sum(good, ga_a, stream=s).get()) == pytest.approx(
+                float(np.take(a, good.get()).sum(dtype=np.float32)), rel=1e-4)
+    # a call interrupted between its launch and its read leaves its slot busy: the
+    # next call takes a fresh word rather than trusting that one
+    slot = _gather._slot()
+    drv.memset_d32(int(slot.word), 7, 2)        # as if a kernel had noted position 7
+    np.testing.assert_array_equal(ga.take(ga_a, good).get(), np.take(a, good.get()))
+    sentinel()
+
+
+@gpu
+def test_threads_do_not_see_each_others_bad_indices(ctx, rng, sentinel):
+    import threading
+    a = rng.standard_normal(500).astype(np.float32)
+    ga_a = ga.to_gpu(a)
+    good = ga.to_gpu(rng.integers(0, 500, 1 << 16).astype(np.int64))
+    bad_h = rng.integers(0, 500, 1 << 16).astype(np.int64)
+    bad_h[4321] = 500
+    bad = ga.to_gpu(bad_h)
+    errors, wrong = [], []
+
+    def worker(idx, expect_bad):
+        ctx.push()
+        try:
+            s = drv.Stream()
+            for _ in range(40):
+                try:
+                    r = ga.take(ga_a, idx, stream=s)
+                    if expect_bad:
+                        wrong.append("no error for a bad index")
+                    elif not np.array_equal(r.get(stream=s), a[good.get()]):
+                        wrong.append("wrong values")
+                except IndexError as e:
+                    (errors if expect_bad else wrong).append(str(e))
+        finally:
+            drv.Context.pop()
+
+    ts = [threading.Thread(target=worker, args=(good, False)),
+          threading.Thread(target=worker, args=(bad, True))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert wrong == []
+    assert len(errors) == 40 and all("indices[4321] = 500" in e for e in errors)
+    sentinel()
+
+
+@gpu
+def test_the_kept_word_does_not_keep_a_context_alive(rng):
+    import gc
+    import weakref
+    c = drv.Device(0).make_context()
+    try:
+        a = ga.to_gpu(rng.standard_normal(10).astype(np.float32))
+        _raises_index(lambda: ga.take(a, ga.to_gpu(np.array([10], np.int32))), "= 10 is out")
+        assert ga.take(a, ga.to_gpu(np.array([1], np.int32))).get()[0] == a.get()[1]
+        del a
+    finally:
+        drv.Context.pop()
+    ref = weakref.ref(c)
+    c.detach()
+    del c
+    gc.collect()
+    assert ref() is None
 
 
 # ------------------------------------------------------------------ multi_*

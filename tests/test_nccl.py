@@ -597,8 +597,8 @@ def test_init_all_two_gpus(rng):
 # ------------------------------------------------------------------ a rank that dies
 
 def _dying_rank_main(rank, uid, q, device, timeout):
-    """Two ranks all-reduce once; then rank 1 queues a second all-reduce and its
-    process exits at once.  Rank 0 waits for its half with Communicator.wait()."""
+    """Two ranks all-reduce once; then rank 1's process exits, and rank 0 queues a
+    second all-reduce and waits for it with Communicator.wait()."""
     import os
     import time
 
@@ -616,11 +616,14 @@ def _dying_rank_main(rank, uid, q, device, timeout):
     comm.all_reduce(a, op="sum", stream=s)
     comm.wait(s, timeout=60)
     q.put((rank, "first", float(a.get()[0])))
-    comm.all_reduce(a, op="sum", stream=s)
     if rank == 1:
+        # dies before its half of the second all-reduce: a half already launched
+        # would still run to its end (the driver finishes queued work when a
+        # process exits), and the survivor's would then complete normally
         q.close()
         q.join_thread()                             # "first" reaches the parent
-        os._exit(5)                                 # dies with its half in flight
+        os._exit(5)
+    comm.all_reduce(a, op="sum", stream=s)          # waits for a peer that is gone
     t0 = time.monotonic()
     try:
         comm.wait(s, timeout=timeout)
@@ -645,7 +648,7 @@ def _dying_rank_main(rank, uid, q, device, timeout):
 @gpu
 @pytest.mark.timeout(400)
 def test_a_dead_rank_is_noticed_not_waited_on():
-    """Communicator.wait() in the survivor of a rank killed mid-all-reduce raises
+    """Communicator.wait() in the survivor of a rank that died raises
     within its timeout, aborts the communicator, and leaves the context usable."""
     if not _two_gpus():
         pytest.skip("needs two GPUs (NCCL refuses two ranks on one GPU)")

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     _ShapeLike = SupportsIndex | Sequence[SupportsIndex]
 
 import operator
+import threading
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from barecuda import _driver as _drv
 from barecuda._array import core as _core
 from barecuda._array import reduce as _reduce
 from barecuda._array.array import GPUArray
+from barecuda._kernels import cache as _kcache
 from barecuda._kernels.cdecl import dtype_to_ctype
 from barecuda._kernels.reduction import ReductionKernel
 
@@ -57,6 +59,7 @@ _CHUNK = 16   # arrays per launch of the multi_* kernels
 _MODES = {"raise": 0, "wrap": 1, "clip": 2}
 _NONE = (1 << 64) - 1       # the bad-position word when every index was good
 _HELPERS = "#include <barecuda_helpers.cuh>"
+_DEVICEMAP = 0x2            # CU_MEMHOSTALLOC_DEVICEMAP
 
 
 def _mode(name: str, mode: Any) -> int:
@@ -74,32 +77,66 @@ def _index_fn(idt: Any) -> str:
     return "bc_index_unsigned" if np.dtype(idt).kind == "u" else "bc_index_signed"
 
 
+class _Slot:
+    """One thread's bad-index word in one context, kept between calls (in the
+    context's kernel_cache, so it never keeps a context alive): a device word, all
+    ones at rest, which the kernels lower (bc_index_report), and a mapped page-locked
+    word that the collect kernel copies it into, resetting it for the next call."""
+
+    __slots__ = ("word", "host", "host_ptr", "null", "busy")
+
+    def __init__(self) -> None:
+        self.word = _drv.mem_alloc(8)
+        _drv.memset_d32(int(self.word), 0xFFFFFFFF, 2)
+        self.host = _drv.pagelocked_empty(1, np.uint64, mem_flags=_DEVICEMAP)
+        self.host_ptr = self.host.base.get_device_pointer()
+        self.null = _drv.Stream.from_handle(0)      # the legacy default stream
+        self.busy = False
+
+
+def _slot() -> _Slot:
+    """This thread's slot in the current context, marked busy until it is read.
+    Calls in "raise" mode wait for their kernels, so one thread never has two
+    outstanding; a slot still busy was left by a call that was interrupted between
+    its launch and its read, and is replaced rather than trusted."""
+    cache = _kcache.context_cache()
+    key = ("__bad_index__", threading.get_ident())
+    slot = cache.get(key)
+    if slot is None or slot.busy:
+        slot = cache[key] = _Slot()
+    slot.busy = True
+    return slot
+
+
+def _collect_kernel() -> Any:
+    return _core._kernel(("bad_index_collect",),
+                         "unsigned long long *host, unsigned long long *word",
+                         "host[0] = word[0]; word[0] = ~0ull", "bc_bad_index_collect")
+
+
 class _BadIndex:
-    """The first bad position of one mode='raise' call: a device word set to all
-    ones before the launch, lowered by the kernel (bc_index_report), read after it."""
+    """The first bad position of one mode='raise' call, in this thread's slot: the
+    kernels lower its word, and first() copies it out (resetting it) and waits."""
+
+    __slots__ = ("stream", "slot")
 
     def __init__(self, mode: int, stream: Any) -> None:
         self.stream = stream
-        self.word: GPUArray | None = None
-        if mode == 0:
-            self.word = GPUArray((1,), np.uint64, stream=stream)
-            _drv.memset_d32_async(self.word.ptr, 0xFFFFFFFF, 2, stream)
+        self.slot = _slot() if mode == 0 else None
 
     @property
     def ptr(self) -> int:
-        return 0 if self.word is None else self.word.ptr
+        return 0 if self.slot is None else int(self.slot.word)
 
     def first(self) -> int | None:
         """The first bad position, or None (waits for the kernel)."""
-        if self.word is None:
+        slot = self.slot
+        if slot is None:
             return None
-        host = np.empty(1, np.uint64)
-        if self.stream is None:
-            _drv.memcpy_dtoh(host, self.word.ptr)
-        else:
-            _drv.memcpy_dtoh_async(host, self.word.ptr, self.stream)
-            self.stream.synchronize()
-        pos = int(host[0])
+        _collect_kernel().launch_flat(1, [slot.host_ptr, int(slot.word)], self.stream)
+        (slot.null if self.stream is None else self.stream).synchronize()
+        pos = int(slot.host[0])
+        slot.busy = False
         return None if pos == _NONE else pos
 
 
