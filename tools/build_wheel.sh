@@ -39,6 +39,9 @@ for a in "$@"; do
     case "$a" in
         --all) all=1 ;;
         --native) native=1 ;;
+        # pip's -C is 23.1's spelling; the long one (pip 22.1) also serves the pip
+        # of pyenv's 3.10.13 (23.0.1), which refuses -C
+        -C?*) args+=("--config-settings=${a#-C}") ;;
         *) args+=("$a") ;;
     esac
 done
