@@ -27,7 +27,6 @@ version = release = barecuda.__version__
 extensions = [
     "myst_nb",                 # Markdown (MyST) pages and the notebooks
     "sphinx.ext.autodoc",
-    "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "barecuda_docs",           # docs/_ext: docstring clean-up, the driver's enum table
 ]

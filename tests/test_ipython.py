@@ -182,7 +182,7 @@ def test_bad_options_are_usage_errors(shell, capsys, line, message):
 
 
 def test_help(shell, capsys):
-    result, out = run(shell, capsys, "--help", "")
+    result, out = run(shell, capsys, "--help", "// the options are printed, nothing compiled")
     assert result.error_in_exec is None
     for option in ("--arch", "-D NAME[=VALUE]", "--name-expression", "--no-extern-c",
                    "--compile-only", "--module"):
@@ -199,6 +199,13 @@ def test_parse_magic_line():
     assert args.name_map == {"add_float": "add<float>", "addd": "add<double>",
                              "ns_k_int_2": "ns::k<int, 2>"}
     assert jupyter.python_name("&k<3>") == "k_3" and jupyter.python_name("class") == "class_"
+
+
+def test_plain_cxx_names():
+    assert jupyter._plain_cxx_name("_Z5scalePfi") == "scale"
+    assert jupyter._plain_cxx_name("_Z5scaleIfEvPT_S0_i") is None     # a template
+    assert jupyter._plain_cxx_name("_ZN2ns1kEPf") is None             # in a namespace
+    assert jupyter._plain_cxx_name("twice") is None
 
 
 def test_kernel_names_of_images():
@@ -234,7 +241,7 @@ class FakeGPUArray:
 ])
 def test_array_preview_is_numpy_text(shape, dtype):
     rng = np.random.default_rng(1)
-    host = (rng.standard_normal(shape) * 100).astype(dtype)
+    host = np.asarray((rng.standard_normal(shape) * 100).astype(dtype))
     log = []
     text = jupyter.array_preview(FakeGPUArray(host, log))
     assert text == np.array2string(host, separator=", ", max_line_width=sys.maxsize
@@ -370,8 +377,9 @@ def test_magic_binds_kernels_that_run(shell, capsys, ctx):
 @pytest.mark.gpu
 def test_magic_binds_name_expressions(shell, capsys, ctx):
     result, out = run(shell, capsys, "--no-extern-c -n 'scale<float>' -n sd=scale<double>",
-                      TEMPLATE)
+                      TEMPLATE + "__global__ void plain_cxx(float *a) { a[0] = 1.0f; }\n")
     assert result.error_in_exec is None, out
+    assert isinstance(shell.user_ns["plain_cxx"], drv.Function)   # C++, no template
     for name, dtype in (("scale_float", np.float32), ("sd", np.float64)):
         a = np.arange(10, dtype=dtype)
         b = a.copy()

@@ -203,6 +203,23 @@ def kernel_names(image: bytes | str) -> list[str]:
     except (struct.error, IndexError, ValueError, OverflowError):
         return []
 
+_MANGLED_PLAIN = re.compile(r"^_Z(\d+)")
+
+
+def _plain_cxx_name(symbol: str) -> str | None:
+    """The name of a C++ kernel that is in the global namespace and no template
+    (``_Z5scalePfi`` -> ``scale``), else None (plain C names too)."""
+    m = _MANGLED_PLAIN.match(symbol)
+    if not m:
+        return None
+    n = int(m.group(1))
+    start = m.end()
+    name = symbol[start:start + n]
+    rest = symbol[start + n:]
+    if len(name) != n or not name.isidentifier() or rest.startswith("I"):
+        return None         # cut short, or template arguments follow
+    return name
+
 # }}}
 
 
@@ -364,10 +381,15 @@ def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> CellReport | No
     kind = "cubin" if mod.cubin is not None else "ptx"
     symbols = kernel_names(image)
     by_symbol = {mod.lowered_names.get(expr, expr): py for py, expr in args.name_map.items()}
+    plain = [_plain_cxx_name(sym) for sym in symbols]
     bound, notes, skipped = [], [], []
-    for sym in symbols:
-        py = by_symbol.get(sym, sym)
-        if not _is_python_name(py):
+    for sym, simple in zip(symbols, plain):
+        py = by_symbol.get(sym)
+        if py is None:
+            # a C++ kernel that is no template, outside any namespace, bound by its
+            # name when no other kernel has it (overloads need -n)
+            py = simple if simple is not None and plain.count(simple) == 1 else sym
+        if not _is_python_name(py) or py.startswith("_Z"):
             skipped.append(sym)
             continue
         func = mod.get_function(sym)
@@ -378,9 +400,9 @@ def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> CellReport | No
             notes.append(f"name expression {expr!r} is not a kernel of the cell: "
                          f"{py} not bound")
     if skipped:
-        notes.append("not bound (C++ names): " + ", ".join(skipped)
-                     + "; bind them with -n, e.g. -n 'kernel<float>', or declare them "
-                     "extern \"C\"")
+        notes.append("not bound (C++ names: templates, overloads, namespaces): "
+                     + ", ".join(skipped) + "; bind them with -n, e.g. -n 'kernel<float>', "
+                     "or declare them extern \"C\"")
     if args.module:
         namespace[args.module] = mod
     if mod.log and mod.log.strip():
@@ -563,8 +585,8 @@ def _corner_pieces(shape: tuple[int, ...], edge: int) -> list[tuple[tuple[slice,
 
 
 def _host(piece: Any) -> np.ndarray:
-    if isinstance(piece, np.ndarray):
-        return piece
+    if isinstance(piece, (np.ndarray, np.generic)):
+        return np.asarray(piece)
     return np.asarray(piece.get())
 
 
