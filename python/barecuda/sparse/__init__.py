@@ -5,8 +5,7 @@ gradient solver.
 
     from barecuda.sparse.packeted import PacketedSpMV
     from barecuda.sparse.operator import DiagonalPreconditioner
-    from barecuda.sparse._matrix import COOMatrix
-from barecuda.sparse.cg import solve_pkt_with_cg
+    from barecuda.sparse.cg import solve_pkt_with_cg
 
     spmv = PacketedSpMV(a_csr, is_symmetric=True, dtype=numpy.float64)
     precon = DiagonalPreconditioner(spmv.permute(gpuarray.to_gpu(1 / a_csr.diagonal())))
