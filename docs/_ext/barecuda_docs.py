@@ -250,12 +250,24 @@ class BenchTable(Directive):
         return result
 
 
+def _drop_sourceless_modules(app):
+    """sphinx.ext.viewcode notes the modules it found no source for (barecuda._driver,
+    the C extension) and still lists them in _modules/index.html, linking pages it
+    never writes.  Runs before viewcode's own html-collect-pages (priority 400 < 500)
+    and removes those entries; it adds no page."""
+    modules = getattr(app.env, "_viewcode_modules", {})
+    for name in [k for k, v in modules.items() if v is False]:
+        del modules[name]
+    return []
+
+
 def setup(app):
     app.add_config_value("barecuda_public_dunders", frozenset(), "env")
     import barecuda
     app.config.barecuda_public_dunders = frozenset(getattr(barecuda, "PUBLIC_DUNDERS", ()))
     app.connect("autodoc-process-docstring", _process_docstring)
     app.connect("autodoc-skip-member", _skip_member)
+    app.connect("html-collect-pages", _drop_sourceless_modules, priority=400)
     directives.register_directive("barecuda-enums", EnumTable)
     directives.register_directive("barecuda-bench", BenchTable)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
