@@ -1,0 +1,319 @@
+# SPDX-License-Identifier: MIT
+"""The built documentation site, as a reader sees it.
+
+Runs only on a built site: BARECUDA_SITE_DIR names its HTML folder (.ci/run builds
+it with ``sphinx-build -W --keep-going -b html docs DIR`` and sets it).  Without it
+every test here is skipped, with the reason.
+
+- every internal link and picture of every page points at a file (and an anchor)
+  that exists: the link check, limited to internal links (no network);
+- the home page, an API page and a tutorial open in headless Chromium (Debian's
+  ``chromium`` package, or $BARECUDA_CHROMIUM), driven through the DevTools
+  protocol over a pipe (``--remote-debugging-pipe``: no extra Python package):
+  each renders with its pictures (no broken image), its style sheets loaded, and
+  no error on the console or in loading; a screenshot of each goes to
+  $BARECUDA_SITE_SHOTS (default /tmp/barecuda-site-shots) for a person to look at.
+"""
+
+import base64
+import html.parser
+import json
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+SITE = os.environ.get("BARECUDA_SITE_DIR")
+SHOTS = Path(os.environ.get("BARECUDA_SITE_SHOTS", "/tmp/barecuda-site-shots"))
+
+pytestmark = pytest.mark.skipif(
+    not SITE or not (Path(SITE) / "index.html").is_file(),
+    reason="the site is not built: build it (sphinx-build -b html docs DIR) and set "
+           "BARECUDA_SITE_DIR=DIR")
+
+PAGES = {
+    "home": "index.html",
+    "api": "reference/gpuarray.html",
+    "tutorial": "tutorials/03_streams_events.html",
+}
+
+
+# ------------------------------------------------------------- internal links
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("name"):
+            self.ids.add(a["name"])
+        for key in ("href", "src"):
+            if a.get(key) and not (tag == "link" and a.get("rel") in ("canonical",)):
+                self.refs.append((tag, a[key]))
+
+
+def _parse(path, cache={}):
+    if path not in cache:
+        p = _Links()
+        p.feed(path.read_text(encoding="utf-8", errors="replace"))
+        cache[path] = p
+    return cache[path]
+
+
+def test_internal_links_and_pictures_resolve():
+    root = Path(SITE).resolve()
+    pages = sorted(root.rglob("*.html"))
+    assert len(pages) > 20
+    bad = []
+    checked = 0
+    for page in pages:
+        for tag, ref in _parse(page).refs:
+            url = urllib.parse.urlsplit(ref)
+            if url.scheme or ref.startswith("//") or ref.startswith("data:"):
+                continue        # external (not checked here) or inline
+            target = page if not url.path else (page.parent / urllib.parse.unquote(url.path))
+            target = target.resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            checked += 1
+            if not target.exists():
+                bad.append(f"{page.relative_to(root)}: <{tag}> {ref}: no such file")
+                continue
+            if url.fragment and target.suffix == ".html" and tag == "a":
+                if url.fragment not in _parse(target).ids:
+                    bad.append(f"{page.relative_to(root)}: {ref}: no anchor #{url.fragment}")
+    assert checked > 100
+    assert not bad, "\n".join(bad[:40])
+
+
+# ------------------------------------------------------------- the browser
+
+def _chromium():
+    for name in (os.environ.get("BARECUDA_CHROMIUM"), "chromium", "chromium-browser",
+                 "google-chrome", "chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+class DevTools:
+    """Headless Chromium, driven over --remote-debugging-pipe (fds 3 and 4)."""
+
+    def __init__(self, exe, width=1280, height=900):
+        self.profile = tempfile.mkdtemp(prefix="barecuda-chromium-")
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+
+        def wire():     # in the child: the pipe ends at fds 3 (commands) and 4 (replies)
+            a, b = os.dup(to_child_r), os.dup(from_child_w)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        self.proc = subprocess.Popen(
+            [exe, "--headless=new", "--remote-debugging-pipe", "--no-sandbox",
+             "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
+             "--allow-file-access-from-files", f"--user-data-dir={self.profile}",
+             f"--window-size={width},{height}", "about:blank"],
+            preexec_fn=wire, pass_fds=(to_child_r, from_child_w),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._next = 0
+        self._replies = {}
+        self._events = queue.Queue()
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.width, self.height = width, height
+
+    def _read(self):
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self._from_child, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                with self._cond:
+                    self._replies[None] = "closed"
+                    self._cond.notify_all()
+                return
+            buf += chunk
+            while b"\0" in buf:
+                raw, buf = buf.split(b"\0", 1)
+                msg = json.loads(raw)
+                if "id" in msg:
+                    with self._cond:
+                        self._replies[msg["id"]] = msg
+                        self._cond.notify_all()
+                else:
+                    self._events.put(msg)
+
+    def send(self, method, params=None, session=None, timeout=60):
+        self._next += 1
+        mid = self._next
+        msg = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._to_child, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while mid not in self._replies:
+                if None in self._replies:
+                    raise RuntimeError("chromium closed the pipe")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no reply to {method} in {timeout} s")
+                self._cond.wait(left)
+            reply = self._replies.pop(mid)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply.get("result", {})
+
+    def events(self):
+        out = []
+        while True:
+            try:
+                out.append(self._events.get_nowait())
+            except queue.Empty:
+                return out
+
+    def wait_event(self, method, session, timeout=60):
+        seen = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self._events.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            seen.append(msg)
+            if msg.get("method") == method and msg.get("sessionId") == session:
+                for m in seen:
+                    self._events.put(m)
+                return
+        for m in seen:
+            self._events.put(m)
+        raise TimeoutError(f"no {method} in {timeout} s")
+
+    def close(self):
+        try:
+            self.send("Browser.close", timeout=10)
+        except Exception:   # noqa: BLE001
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_child)
+        os.close(self._from_child)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no headless Chromium (apt-get install chromium, or set BARECUDA_CHROMIUM)")
+    b = DevTools(exe)
+    try:
+        b.send("Browser.getVersion", timeout=60)
+    except Exception as exc:   # noqa: BLE001
+        b.close()
+        pytest.skip(f"Chromium did not start: {exc}")
+    yield b
+    b.close()
+
+
+CHECK_PAGE = r"""
+(async () => {
+  await Promise.all([...document.images].map(i => i.decode().catch(() => null)));
+  await document.fonts.ready;
+  const imgs = [...document.images];
+  const links = [...document.querySelectorAll('link[rel="stylesheet"]')];
+  return {
+    title: document.title,
+    images: imgs.length,
+    broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.currentSrc || i.src),
+    sheets: links.length,
+    unloaded: links.filter(l => !l.sheet).map(l => l.href),
+    styled: getComputedStyle(document.body).fontFamily,
+    svgs: document.querySelectorAll('svg').length,
+    apiEntries: document.querySelectorAll('dl.py').length,
+    height: document.documentElement.scrollHeight,
+    text: document.body.innerText.length,
+  };
+})()
+"""
+
+
+def _open(browser, url):
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send("Target.attachToTarget", {"targetId": target,
+                                                     "flatten": True})["sessionId"]
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.send(f"{domain}.enable", session=session)
+    browser.send("Emulation.setDeviceMetricsOverride",
+                 {"width": browser.width, "height": browser.height, "deviceScaleFactor": 1,
+                  "mobile": False}, session=session)
+    browser.events()
+    browser.send("Page.navigate", {"url": url}, session=session)
+    browser.wait_event("Page.loadEventFired", session)
+    result = browser.send("Runtime.evaluate", {"expression": CHECK_PAGE, "awaitPromise": True,
+                                               "returnByValue": True}, session=session)
+    info = result["result"]["value"]
+    time.sleep(0.3)     # late console messages
+    problems = []
+    for ev in browser.events():
+        if ev.get("sessionId") != session:
+            continue
+        method, params = ev.get("method"), ev.get("params", {})
+        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            problems.append("console: " + " ".join(str(a.get("value", a.get("description")))
+                                                   for a in params.get("args", [])))
+        elif method == "Runtime.exceptionThrown":
+            problems.append("exception: " + params["exceptionDetails"].get("text", "")
+                            + " " + str(params["exceptionDetails"].get("exception", {})
+                                        .get("description", "")))
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            problems.append(f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}")
+        elif method == "Network.loadingFailed" and not params.get("canceled"):
+            problems.append(f"loading failed: {params.get('errorText')}")
+    shot = browser.send("Page.captureScreenshot", {"format": "png"}, session=session)
+    browser.send("Target.closeTarget", {"targetId": target})
+    return info, problems, base64.b64decode(shot["data"])
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_page_renders_in_chromium(browser, name):
+    path = Path(SITE).resolve() / PAGES[name]
+    assert path.is_file(), path
+    info, problems, png = _open(browser, path.as_uri())
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / f"{name}.png"
+    shot.write_bytes(png)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, f"blank screenshot {shot}"
+    assert not problems, "\n".join(problems)
+    assert not info["broken"], f"broken images: {info['broken']}"
+    assert info["sheets"] >= 2 and not info["unloaded"], f"style sheets not loaded: {info}"
+    assert "serif" in info["styled"] and "Times" not in info["styled"].split(",")[0], info
+    assert info["text"] > 500, info
+    if name == "home":
+        assert "barecuda" in info["title"] and info["images"] >= 1, info
+    elif name == "api":
+        assert info["apiEntries"] > 20, info        # autodoc's class and function entries
+    else:
+        assert info["images"] >= 1, info            # the timeline picture
+        assert "Streams" in info["title"], info
