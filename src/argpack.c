@@ -823,7 +823,7 @@ pack_prepared_one(bc_State *st, Py_ssize_t i, const bc_ArgSpec *a, PyObject *arg
         *(double *)dst = d;
         break;
     case 'e':
-        if (prep_double(i, a, arg, &d) < 0 || PyFloat_Pack2(d, dst, 1) < 0)
+        if (prep_double(i, a, arg, &d) < 0 || bc_float_pack2(d, dst) < 0)
             return -1;
         break;
     case 'F':

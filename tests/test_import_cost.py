@@ -20,7 +20,9 @@ LIMIT_S = 0.040
 #: PERFORMANCE.md: 0.34 s wall with 0.06 s of bare interpreter); a machine that
 #: imports numpy slower than this gets a proportionally larger limit
 NUMPY_NOMINAL_S = 0.30
-PAIRS = 9
+PAIRS = 9          # at least
+MAX_PAIRS = 60     # at most, or MAX_S seconds
+MAX_S = 300
 
 
 def child(code):
@@ -58,19 +60,27 @@ def _times(before, what):
 
 def test_driver_and_gpuarray_cost_at_most_15_ms_over_numpy():
     # Fresh interpreters, the two kinds alternating.  The fastest of each counts: a
-    # stall of this machine (other processes, memory reclaim, page faults) only ever
-    # adds time, and on the CI machines such stalls reach seconds.
+    # stall of this machine (other processes, memory reclaim, a throttled virtual CPU)
+    # only ever adds time.  On the CI machines such phases last minutes (the same
+    # `import numpy` measured 0.06 s and 5 s of CPU within one minute), so pairs are
+    # drawn until the fastest ones meet the limit, up to MAX_PAIRS or MAX_S seconds.
+    import time
     numpy_cpu, extra_cpu, extra_wall = [], [], []
-    for _ in range(PAIRS):
+    t0 = time.monotonic()
+    while True:
         numpy_cpu.append(_times("", "numpy")[0])
         cpu, wall = _times("import numpy", "barecuda.driver, barecuda.gpuarray")
         extra_cpu.append(cpu)
         extra_wall.append(wall)
-    numpy_s = min(numpy_cpu)
-    extra = min(extra_cpu)
-    limit = LIMIT_S * max(1.0, numpy_s / NUMPY_NOMINAL_S)
+        numpy_s = min(numpy_cpu)
+        extra = min(extra_cpu)
+        limit = LIMIT_S * max(1.0, numpy_s / NUMPY_NOMINAL_S)
+        if len(extra_cpu) >= PAIRS and (extra <= limit or len(extra_cpu) >= MAX_PAIRS
+                                        or time.monotonic() - t0 > MAX_S):
+            break
     report = json.dumps({"numpy_cpu_s": round(numpy_s, 4),
                          "extra_cpu_s": round(extra, 4),
                          "extra_wall_s": round(min(extra_wall), 4),
-                         "limit_s": round(limit, 4), "target_s": TARGET_S})
+                         "limit_s": round(limit, 4), "target_s": TARGET_S,
+                         "pairs": len(extra_cpu)})
     assert extra <= limit, f"import barecuda.driver, barecuda.gpuarray costs too much: {report}"

@@ -49,6 +49,18 @@ bc_is_finalizing(void)
 #endif
 }
 
+/* An IEEE half from a double, little-endian, into p (2 bytes): PyFloat_Pack2 is
+ * public from 3.11; 3.10 has the same function as _PyFloat_Pack2. */
+static inline int
+bc_float_pack2(double x, void *p)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyFloat_Pack2(x, (char *)p, 1);
+#else
+    return _PyFloat_Pack2(x, (unsigned char *)p, 1);
+#endif
+}
+
 /* New reference to a weakref's target, or NULL (no exception) when it is dead. */
 static inline PyObject *
 bc_weakref_get(PyObject *ref)
