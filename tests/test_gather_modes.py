@@ -294,6 +294,8 @@ def test_threads_do_not_see_each_others_bad_indices(ctx, rng, sentinel):
                         wrong.append("wrong values")
                 except IndexError as e:
                     (errors if expect_bad else wrong).append(str(e))
+        except BaseException as e:      # a thread's own failure would otherwise pass unseen
+            wrong.append(repr(e))
         finally:
             drv.Context.pop()
 
