@@ -126,7 +126,9 @@ class DevTools:
              "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
              "--allow-file-access-from-files", f"--user-data-dir={self.profile}",
              f"--window-size={width},{height}", "about:blank"],
-            preexec_fn=wire, pass_fds=(to_child_r, from_child_w),
+            # close_fds runs after preexec_fn: 3 and 4 must be kept by number, or the
+            # child starts with the two ends wire() placed there already closed.
+            preexec_fn=wire, pass_fds=(3, 4, to_child_r, from_child_w),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_child_r)
         os.close(from_child_w)
