@@ -12,7 +12,8 @@ every test here is skipped, with the reason.
   protocol over a pipe (``--remote-debugging-pipe``: no extra Python package):
   each renders with its pictures (no broken image), its style sheets loaded, and
   no error on the console or in loading; a screenshot of each goes to
-  $BARECUDA_SITE_SHOTS (default /tmp/barecuda-site-shots) for a person to look at.
+  $BARECUDA_SITE_SHOTS (default /tmp/barecuda-site-shots) for a person to look at,
+  with the tutorial's timeline picture as drawn (tutorial-timeline.png).
 """
 
 import base64
@@ -261,7 +262,22 @@ CHECK_PAGE = r"""
 """
 
 
-def _open(browser, url):
+# The page box of the first picture whose alt text contains a word, with a margin for
+# the text around it; null when none is drawn (no width or height).
+FIND_PICTURE = r"""
+(() => {
+  const img = [...document.images].find(i => i.alt.toLowerCase().includes(%s));
+  if (!img) return null;
+  const r = img.getBoundingClientRect();
+  if (!(r.width > 0 && r.height > 0)) return null;
+  const m = 24;
+  return {x: Math.max(0, r.left + window.scrollX - m), y: Math.max(0, r.top + window.scrollY - m),
+          width: r.width + 2 * m, height: r.height + 2 * m};
+})()
+"""
+
+
+def _open(browser, url, picture=None):
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target,
                                                      "flatten": True})["sessionId"]
@@ -294,18 +310,35 @@ def _open(browser, url):
         elif method == "Network.loadingFailed" and not params.get("canceled"):
             problems.append(f"loading failed: {params.get('errorText')}")
     shot = browser.send("Page.captureScreenshot", {"format": "png"}, session=session)
+    figure = None
+    if picture:     # the first picture whose alt text has this word, as it is drawn
+        found = browser.send("Runtime.evaluate", {"expression": FIND_PICTURE % json.dumps(picture),
+                                                  "returnByValue": True}, session=session)
+        box = found["result"].get("value")
+        if box:
+            clip = dict(box, scale=1)
+            figure = base64.b64decode(browser.send(
+                "Page.captureScreenshot",
+                {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                session=session)["data"])
     browser.send("Target.closeTarget", {"targetId": target})
-    return info, problems, base64.b64decode(shot["data"])
+    return info, problems, base64.b64decode(shot["data"]), figure
 
 
 @pytest.mark.parametrize("name", list(PAGES))
 def test_page_renders_in_chromium(browser, name):
     path = Path(SITE).resolve() / PAGES[name]
     assert path.is_file(), path
-    info, problems, png = _open(browser, path.as_uri())
+    picture = "timeline" if name == "tutorial" else None
+    info, problems, png, figure = _open(browser, path.as_uri(), picture)
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / f"{name}.png"
     shot.write_bytes(png)
+    if picture:
+        assert figure is not None, f"no picture with {picture!r} in its alt text is drawn"
+        (SHOTS / f"{name}-{picture}.png").write_bytes(figure)
+        assert figure[:8] == b"\x89PNG\r\n\x1a\n" and len(figure) > 10_000, \
+            f"blank picture {SHOTS / f'{name}-{picture}.png'}"
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, f"blank screenshot {shot}"
     assert not problems, "\n".join(problems)
     assert not info["broken"], f"broken images: {info['broken']}"
