@@ -41,13 +41,13 @@ import html
 import keyword
 import re
 import shlex
-import struct
 import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from barecuda import driver as _drv
+from barecuda._compile.cubin import kernel_names
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -171,37 +171,6 @@ def python_name(expr: str) -> str:
 
 
 # {{{ kernels in a compiled image
-
-_STO_CUDA_ENTRY = 0x10   # st_other of a kernel's symbol in a CUDA ELF
-_PTX_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)", re.M)
-
-
-def kernel_names(image: bytes | str) -> list[str]:
-    """The kernels (``__global__`` functions, by their symbol names: mangled for
-    C++ kernels) of a CUBIN or of PTX text, in the order they appear."""
-    if isinstance(image, str):
-        return _PTX_ENTRY.findall(image)
-    img = bytes(image)
-    if img[:4] != b"\x7fELF":
-        return _PTX_ENTRY.findall(img.decode("utf-8", "replace").rstrip("\0"))
-    try:
-        shoff, = struct.unpack_from("<Q", img, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", img, 0x3A)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", img, shoff + i * shentsize)
-                    for i in range(shnum)]
-        names = []
-        for _, kind, _, _, offset, size, link, _, _, _ in sections:
-            if kind != 2:           # SHT_SYMTAB
-                continue
-            strings = sections[link][4]
-            for at in range(offset, offset + size - 23, 24):
-                name, info, other, _, _, _ = struct.unpack_from("<IBBHQQ", img, at)
-                if info & 0xF == 2 and other & _STO_CUDA_ENTRY and name:   # STT_FUNC
-                    start = strings + name
-                    names.append(img[start:img.index(b"\0", start)].decode("ascii", "replace"))
-        return names
-    except (struct.error, IndexError, ValueError, OverflowError):
-        return []
 
 _MANGLED_PLAIN = re.compile(r"^_Z(\d+)")
 
