@@ -5,8 +5,8 @@
  * without a GPU or driver.  The first call that needs the driver dlopens
  * libcuda.so.1 (or $BARECUDA_LIBCUDA), resolves every entry point of
  * BC_DRIVER_FUNCTIONS through cuGetProcAddress for the headers' CUDA_VERSION and
- * calls cuInit(0).  NVRTC is searched in the order the README gives.  Both tables
- * are filled once, under the GIL, and are read-only afterwards.
+ * calls cuInit(0).  NVRTC is searched in the order docs/reference/environment.md
+ * gives.  Both tables are filled once, under the GIL, and are read-only afterwards.
  *
  * NVRTC loads its builtins library (libnvrtc-builtins.so.<major>.<minor>) with
  * a dlopen by soname at its first compile, which finds it only through

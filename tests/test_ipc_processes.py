@@ -4,9 +4,9 @@ memory and compares it with NumPy, writes back; an IPC event orders a child's co
 after the parent's kernel; what an importer sees after the exporter exited; and
 the misuse errors (same-process open, closed handle, wrong types).
 
-Ownership, as the README says: the exporter owns the allocation and frees it; an
-importer must close() its IPCMemoryHandle before the exporter frees the memory or
-exits.  CUDA leaves the importer's mapping undefined once the exporter is gone;
+Ownership, as docs/howto/mpi-nccl.md says: the exporter owns the allocation and
+frees it; an importer must close() its IPCMemoryHandle before the exporter frees the
+memory or exits.  CUDA leaves the importer's mapping undefined once the exporter is gone;
 test_importer_after_the_exporter_exited records what the driver does and checks
 only that the importer gets data or a barecuda error, never a crash of the process
 that did not misbehave (that part runs in a child too)."""
@@ -184,8 +184,8 @@ def _importer(handle, n, conn):
 def test_importer_after_the_exporter_exited(how, record_property):
     """The exporter frees and exits, or dies holding the memory (os._exit): the
     importer's next copy either still reads the data or raises a driver.Error, and
-    close() does not crash it (the README's ownership rule: close before the
-    exporter frees; what comes after is the driver's choice)."""
+    close() does not crash it (docs/howto/mpi-nccl.md's ownership rule: close before
+    the exporter frees; what comes after is the driver's choice)."""
     n = 4096
     exp_parent, exp_child = _mp().Pipe()
     imp_parent, imp_child = _mp().Pipe()
