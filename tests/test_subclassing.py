@@ -296,7 +296,10 @@ def test_array_descriptor_subclasses():
             drv.ArrayDescriptor3D.__init__, d3)
     drv.ArrayDescriptor(4).__init__(5)                      # the base's own: a no-op
     # the base's __init__ checks its arguments as the base's constructor does
-    _raises(TypeError, "invalid keyword argument for ArrayDescriptor\\(\\)",
+    # CPython's own wording: "'bogus' is an invalid keyword argument for X()" up to 3.12,
+    # "X() got an unexpected keyword argument 'bogus'" from 3.13
+    _raises(TypeError, "invalid keyword argument for ArrayDescriptor\\(\\)|"
+            "ArrayDescriptor\\(\\) got an unexpected keyword argument 'bogus'",
             type("Bad", (drv.ArrayDescriptor,), {}), bogus=1)
     _raises(ValueError, "num_channels must be 1, 2 or 4", Plain, num_channels=3)
 
