@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("importlinter", reason="import-linter is not installed "
-                    "(pip install '.[test]' installs the pinned version)")
+                    "(pip install '.[test]' installs the pinned version on CPython 3.11 and newer)")
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "barecuda"
