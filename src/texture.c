@@ -405,6 +405,17 @@ PyDoc_STRVAR(texture_doc,
 "texture is closed.  close() is idempotent; mipmapped arrays and resource views\n"
 "are not supported.");
 
+/* The resource of a texture or surface object over CUDA array `a` (given as `resource`). */
+static void
+args_over_array(texobj_args *out, PyObject *resource, bc_Array *a)
+{
+    out->resource = resource;
+    out->array = a;
+    memset(&out->res, 0, sizeof out->res);
+    out->res.resType = CU_RESOURCE_TYPE_ARRAY;
+    out->res.res.array.hArray = a->handle;
+}
+
 static int
 texture_args(bc_State *st, PyObject *args, PyObject *kwargs, texobj_args *out)
 {
@@ -427,30 +438,8 @@ texture_args(bc_State *st, PyObject *args, PyObject *kwargs, texobj_args *out)
     /* the options' __bool__/__index__ run Python code that may have freed the array */
     if (bc_array_convert(st, resource) == NULL)
         return -1;
-    out->resource = resource;
-    out->array = a;
-    memset(&out->res, 0, sizeof out->res);
-    out->res.resType = CU_RESOURCE_TYPE_ARRAY;
-    out->res.res.array.hArray = a->handle;
+    args_over_array(out, resource, a);
     return 0;
-}
-
-/* TextureObject(resource, ...) and SurfaceObject(array) make the handle in
- * __new__.  A subclass (PyCUDA's classes are built in __init__, so its own
- * __init__ may take other arguments) gets an unset object from __new__ and the
- * base's __init__ makes the handle. */
-static PyObject *
-texture_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
-{
-    bc_State *st = bc_state_of_type(tp);
-    if (st == NULL)
-        return NULL;
-    if (tp != (PyTypeObject *)st->TextureObjectType)
-        return texobj_alloc_unset(tp, 0);
-    texobj_args a;
-    if (texture_args(st, args, kwargs, &a) < 0)
-        return NULL;
-    return texobj_create(st, tp, 0, a.array->ctx, a.resource, a.array, &a.res, &a.tex);
 }
 
 /* Device pointer and format arguments common to from_linear and from_pitch2d. */
@@ -618,26 +607,39 @@ surface_args(bc_State *st, PyObject *args, PyObject *kwargs, texobj_args *out)
                         "(np_to_array(..., allow_surface_bind=True) makes one)");
         return -1;
     }
-    out->resource = resource;
-    out->array = a;
-    memset(&out->res, 0, sizeof out->res);
-    out->res.resType = CU_RESOURCE_TYPE_ARRAY;
-    out->res.res.array.hArray = a->handle;
+    args_over_array(out, resource, a);
     return 0;
+}
+
+/* __new__ of TextureObject (surface 0) and SurfaceObject (1): TextureObject(resource,
+ * ...) and SurfaceObject(array) make the handle here.  A subclass (PyCUDA's classes
+ * are built in __init__, so its own __init__ may take other arguments) gets an unset
+ * object, and the base's __init__ (texobj_init) makes the handle. */
+static PyObject *
+texobj_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs, int surface)
+{
+    bc_State *st = bc_state_of_type(tp);
+    if (st == NULL)
+        return NULL;
+    if (tp != (PyTypeObject *)(surface ? st->SurfaceObjectType : st->TextureObjectType))
+        return texobj_alloc_unset(tp, surface);
+    texobj_args a;
+    if ((surface ? surface_args : texture_args)(st, args, kwargs, &a) < 0)
+        return NULL;
+    return texobj_create(st, tp, surface, a.array->ctx, a.resource, a.array, &a.res,
+                         surface ? NULL : &a.tex);
+}
+
+static PyObject *
+texture_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
+{
+    return texobj_new(tp, args, kwargs, 0);
 }
 
 static PyObject *
 surface_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
 {
-    bc_State *st = bc_state_of_type(tp);
-    if (st == NULL)
-        return NULL;
-    if (tp != (PyTypeObject *)st->SurfaceObjectType)
-        return texobj_alloc_unset(tp, 1);
-    texobj_args a;
-    if (surface_args(st, args, kwargs, &a) < 0)
-        return NULL;
-    return texobj_create(st, tp, 1, a.array->ctx, a.resource, a.array, &a.res, NULL);
+    return texobj_new(tp, args, kwargs, 1);
 }
 
 /* TextureObject.__init__ and SurfaceObject.__init__: a no-op for the base types,

@@ -100,6 +100,7 @@ from barecuda._compile.options import (  # noqa: F401
     _device_cc,
     _device_cc_of,
     _parse_arch,
+    _rdc_options,
     _seq,
     _source_text,
     _split_arch,
@@ -452,37 +453,6 @@ class SourceModule(CudaModule):
 
 
 # ------------------------------------------------- linking (dynamic parallelism)
-
-_LINK_ONLY = ("-l", "-L", "--library", "--library-path")
-_NVCC_RDC = ("-dc", "--device-c")
-
-
-def _rdc_options(options):
-    """nvcc-style options for one unit of a linked module: link-time options
-    (``-lcudadevrt``, ``-L dir``) dropped, relocatable device code switched on
-    unless the options say otherwise."""
-    opts = list(_seq(options, "options"))
-    out, rdc = [], False
-    i = 0
-    while i < len(opts):
-        opt = opts[i]
-        i += 1
-        if not isinstance(opt, str):
-            raise TypeError(f"options must be str, not {type(opt).__name__}: {opt!r}")
-        if opt in _LINK_ONLY:
-            i += 1              # the value follows as its own item
-            continue
-        if opt.startswith(_LINK_ONLY):
-            continue
-        if opt in _NVCC_RDC:
-            opt = "-rdc=true"
-        if opt.split("=", 1)[0] in ("-rdc", "--relocatable-device-code"):
-            rdc = True
-        out.append(opt)
-    if not rdc:
-        out.append("-rdc=true")
-    return out
-
 
 class DynamicModule:
     """A Module linked from several units by the driver's JIT linker

@@ -48,19 +48,26 @@ _WITH_VALUE = {"-I": "--include-path", "--include-path": "--include-path",
 _O_LEVEL = re.compile(r"^-O[0-9s]?$|^--optimize(=.*)?$")
 
 
+def _str_list(options):
+    """The options as a list; TypeError naming the first that is not a str."""
+    opts = list(options)
+    for opt in opts:
+        if not isinstance(opt, str):
+            raise TypeError(f"options must be str, not {type(opt).__name__}: {opt!r}")
+    return opts
+
+
 def _translate_options(options):
     """nvcc-style options -> (NVRTC options, include dirs named, arch, code).
 
     ``-arch``/``-code`` given as options are returned (they override the
     SourceModule arguments); include directories are made absolute."""
     out, incs, arch, code = [], [], None, None
-    opts = list(options)
+    opts = _str_list(options)
     i = 0
     while i < len(opts):
         opt = opts[i]
         i += 1
-        if not isinstance(opt, str):
-            raise TypeError(f"options must be str, not {type(opt).__name__}: {opt!r}")
         if opt in _DROP or _O_LEVEL.match(opt):
             continue
         if opt in _DROP_WITH_VALUE:
@@ -151,6 +158,35 @@ def _seq(value, what):
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{what} must be a list of str, not a single string")
     return tuple(value)
+
+
+_LINK_ONLY = ("-l", "-L", "--library", "--library-path")
+_NVCC_RDC = ("-dc", "--device-c")
+
+
+def _rdc_options(options):
+    """nvcc-style options for one unit of a linked module (DynamicSourceModule):
+    link-time options (``-lcudadevrt``, ``-L dir``) dropped, relocatable device code
+    switched on unless the options say otherwise."""
+    opts = _str_list(_seq(options, "options"))
+    out, rdc = [], False
+    i = 0
+    while i < len(opts):
+        opt = opts[i]
+        i += 1
+        if opt in _LINK_ONLY:
+            i += 1              # the value follows as its own item
+            continue
+        if opt.startswith(_LINK_ONLY):
+            continue
+        if opt in _NVCC_RDC:
+            opt = "-rdc=true"
+        if opt.split("=", 1)[0] in ("-rdc", "--relocatable-device-code"):
+            rdc = True
+        out.append(opt)
+    if not rdc:
+        out.append("-rdc=true")
+    return out
 
 
 def _source_text(source):

@@ -1,24 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""ReductionKernel (shown by barecuda.reduction): reductions generated from C expressions, as ``pycuda.reduction``.
+"""ReductionKernel and its workspace: the machinery behind barecuda.reduction.
 
-    dot = ReductionKernel(np.float32, neutral="0", reduce_expr="a+b",
-                          map_expr="x[i]*y[i]", arguments="float *x, float *y")
-    result = dot(x_gpu, y_gpu)          # a 0-d GPUArray; result.get() is a NumPy scalar
-
-`map_expr` (using `i` and the argument names) gives each element's value in
-`dtype_out`; `reduce_expr` combines two of them, `a` and `b`, and must be
-associative and commutative (elements are combined in no fixed order); `neutral` is
-its identity.  Rendered from ``templates/reduction.cu``: one launch of as many blocks
-as the device keeps resident, each thread keeping several loads in flight (128-bit
-vector loads where map_expr reads its arrays only as ``x[i]`` and they are aligned),
-warps combining by shuffles; the block that finishes last combines the per-block
-partials, in a fixed order, so results are deterministic.
-
-The last block is found with a ticket counter in device memory that it sets back to
-zero itself.  Launches on the legacy default stream (stream=None) run one after
-another and share one workspace per context (counter and partials); a launch on any
-other stream allocates its own, in stream order, and zeroes its counter with a
-4-byte memset, so concurrent launches on different streams never share a counter.
+The public face's docstring (barecuda/reduction.py) says what a ReductionKernel
+computes and how its template runs; this module renders ``templates/reduction.cu``
+for the given expressions, keeps the per-context workspace of the legacy default
+stream (ticket counter and per-block partials) and allocates one per launch on any
+other stream.
 """
 
 from __future__ import annotations

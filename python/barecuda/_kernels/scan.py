@@ -1,14 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Prefix scans with any associative operator (shown by barecuda.scan, as ``pycuda.scan``).
+"""InclusiveScanKernel and ExclusiveScanKernel: the machinery behind barecuda.scan.
 
-    cumsum = InclusiveScanKernel(np.int32, "a+b")
-    cumsum(x_gpu)                 # in place, as PyCUDA; or cumsum(x_gpu, out_gpu)
-
-`scan_expr` combines `a` (the earlier part) and `b` (the later part); the order of
-the elements is kept, so it need not be commutative.  ExclusiveScanKernel needs
-`neutral`, the identity of scan_expr, which becomes the first output.  Rendered from
-``templates/scan.cu``: tiles scanned in shared memory, tile totals scanned
-recursively, then added to the following tiles.
+The public face's docstring (barecuda/scan.py) says what they compute; this module
+renders ``templates/scan.cu`` (tiles scanned in shared memory, tile totals scanned
+recursively, then added to the following tiles) and launches its passes.
 """
 
 from __future__ import annotations
