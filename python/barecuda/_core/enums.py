@@ -47,7 +47,11 @@ class _NamedIntEnum(_enum.IntEnum):
     def __str__(self) -> str:
         return self._name_
 
-    __format__ = _enum.IntEnum.__format__
+    # int's: "" gives str() (the name), "d", "03d", "x"... the number.  Enum's own
+    # __format__ on CPython 3.10 formats str() whenever __str__ is overridden, so
+    # f"{m:d}" raised ValueError there.
+    def __format__(self, spec: str) -> str:
+        return int.__format__(self, spec)
 
 
 class _NamedIntFlag(_enum.IntFlag):
@@ -57,9 +61,16 @@ class _NamedIntFlag(_enum.IntFlag):
 
     def __str__(self) -> str:
         name = self._name_
+        if name is None:    # a combination on CPython 3.10, which names only members
+            value = int(self)
+            bits = sorted((m for m in type(self) if m._value_ and m._value_ & value == m._value_
+                           and m._value_ & (m._value_ - 1) == 0), key=lambda m: m._value_)
+            if bits and sum(m._value_ for m in bits) == value:
+                name = "|".join(m._name_ for m in bits)
         return name if name else str(int(self))
 
-    __format__ = _enum.IntFlag.__format__
+    def __format__(self, spec: str) -> str:     # as _NamedIntEnum's
+        return int.__format__(self, spec)
 
 
 _NamedIntEnum.__module__ = _NamedIntFlag.__module__ = HOME
