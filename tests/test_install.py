@@ -25,6 +25,7 @@ BARECUDA_TEST_MANYLINUX=1 (see .ci/run).
 """
 
 import glob
+import json
 import os
 import shutil
 import socket
@@ -332,6 +333,37 @@ def test_driver_only_install(variant, built_wheel, tmp_path):
         assert result["nvrtc_version"][0] == 12, said
     assert result["curand"].startswith("ok"), said
     assert result["complex"].startswith("ok"), said
+
+
+def test_hidden_toolkit_script_hides_the_toolkit(tmp_path):
+    """tools/hidden_toolkit.sh (the same hiding, for a whole suite or .ci/gpu): inside,
+    every toolkit folder is empty, no nvcc/ptxas/nvlink is found on PATH (wrapper scripts
+    included), CUDA_HOME is unset, and the command's exit status comes back; outside,
+    nothing changed and nothing is left in /tmp."""
+    problem = _namespace_problem()
+    if problem:
+        pytest.skip(problem)
+    hidden = _hidden_dirs()
+    if not hidden:
+        pytest.skip("no CUDA toolkit here (/usr/local/cuda*, CUDA_HOME) to hide")
+    before = set(glob.glob("/tmp/barecuda-no-toolkit.*"))
+    probe = ("import os, shutil, sys, json; print(json.dumps({"
+             "'listed': {d: os.listdir(d) for d in sys.argv[1:]}, "
+             "'tools': {t: shutil.which(t) for t in ('nvcc', 'ptxas', 'nvlink')}, "
+             "'cuda_home': os.environ.get('CUDA_HOME')})); sys.exit(7)")
+    script = os.path.join(ROOT, "tools", "hidden_toolkit.sh")
+    p = subprocess.run([script, sys.executable, "-c", probe, *hidden], cwd=tmp_path,
+                       env=dict(os.environ, CUDA_HOME=hidden[0]), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 7, p.stderr
+    seen = json.loads(p.stdout)
+    assert seen["listed"] == {d: [] for d in hidden}, seen
+    assert seen["tools"] == {"nvcc": None, "ptxas": None, "nvlink": None}, seen
+    assert seen["cuda_home"] is None
+    assert any(os.listdir(d) for d in hidden)            # outside: as before
+    assert set(glob.glob("/tmp/barecuda-no-toolkit.*")) == before
+    bad = subprocess.run([script], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "usage:" in bad.stderr
 
 
 SUBSET = ["test_loader.py", "test_main.py", "test_nvrtc_headers.py", "test_build.py"]
