@@ -17,10 +17,12 @@ every test here is skipped, with the reason.
 """
 
 import base64
+import html
 import html.parser
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import tempfile
@@ -96,6 +98,67 @@ def test_internal_links_and_pictures_resolve():
                     bad.append(f"{page.relative_to(root)}: {ref}: no anchor #{url.fragment}")
     assert checked > 100
     assert not bad, "\n".join(bad[:40])
+
+
+# ------------------------------------------------------------- the API reference
+
+def _reference_entries():
+    """Every object entry of the API reference: ids such as barecuda.driver.mem_alloc."""
+    ids = set()
+    for page in sorted((Path(SITE).resolve() / "reference").glob("*.html")):
+        ids |= {i for i in _parse(page).ids if i.startswith("barecuda.")}
+    return ids
+
+
+def test_every_public_name_has_an_entry_in_the_reference():
+    """Each public module's public names (its __all__, else its names without an
+    underscore) that are barecuda's own have an entry: on the module's page, or, for
+    one re-exported from another public module, on that one's.  autodoc leaves out
+    what a module imports unless the object names the module as its __module__: the C
+    functions of barecuda.driver (barecuda._driver's) and the pools re-exported by
+    barecuda.tools were missing until they named their faces."""
+    import importlib
+    import inspect
+
+    import barecuda
+    entries = _reference_entries()
+    modules = [*barecuda.PUBLIC_MODULES, "barecuda.trace"]
+    missing = []
+    for modname in modules:
+        module = importlib.import_module(modname)
+        names = getattr(module, "__all__", None) or [n for n in vars(module)
+                                                     if not n.startswith("_")]
+        for name in names:
+            obj = getattr(module, name)
+            home = getattr(obj, "__module__", None) or ""
+            if inspect.ismodule(obj) or not (home.startswith("barecuda") or callable(obj)):
+                continue        # numpy, the standard library, constants
+            if not home.startswith("barecuda"):
+                continue
+            if f"{modname}.{name}" in entries or (home in modules and f"{home}.{name}" in entries):
+                continue
+            missing.append(f"{modname}.{name} (__module__ {home})")
+    assert not missing, f"{len(missing)} public names have no entry: " + ", ".join(missing[:30])
+
+
+def _entry_signature(page, anchor):
+    text = (Path(SITE).resolve() / "reference" / page).read_text(encoding="utf-8")
+    start = text.index(f'id="{anchor}"')
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text[start:text.index("</dt>", start)]))
+                    .split())
+
+
+def test_the_driver_signatures_come_from_the_type_stub():
+    """The C functions' and types' entries show the stub's types (barecuda/_driver.pyi),
+    and the page lists the aliases those use."""
+    mem_alloc = _entry_signature("driver.html", "barecuda.driver.mem_alloc")
+    assert "nbytes : _Int ) → DeviceAllocation" in mem_alloc, mem_alloc
+    stream = _entry_signature("driver.html", "barecuda.driver.Stream")
+    assert "flags : _Int = 0" in stream, stream
+    method = _entry_signature("driver.html", "barecuda.driver.Event.time_since")
+    assert "event : Event ) → float" in method, method
+    page = (Path(SITE).resolve() / "reference" / "driver.html").read_text(encoding="utf-8")
+    assert "_DevicePointer" in page and "any object with .gpudata" in page
 
 
 # ------------------------------------------------------------- the browser

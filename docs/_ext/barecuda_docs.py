@@ -11,6 +11,12 @@
   left to one table (below), as are private helpers.
 - ``.. barecuda-enums::`` (``{barecuda-enums}`` in MyST): a table of the driver's
   enums (name, kind, member count, PyCUDA alias), from the installed build.
+- ``autodoc-process-signature``: the C extension's functions and methods (shown as
+  ``barecuda.driver``'s) take their typed signatures from the type stub
+  ``barecuda/_driver.pyi`` (the docstring's untyped first line is what ``help()``
+  shows; the few overloaded ones keep their docstrings' lines, one per form).
+- ``.. barecuda-stub-aliases::``: the stub's type aliases those signatures use
+  (``_DevicePointer``, ``_HostBuffer`` ...), as a table.
 - ``.. barecuda-bench:: PATH``: a benchmark JSON file written by
   ``python -m barecuda.bench --json`` (``.ci/gpu`` writes ``$OUT/bench.json``) as a
   table per section plus the environment it was taken in; without the file, a
@@ -19,7 +25,9 @@
 
 from __future__ import annotations
 
+import ast
 import enum
+import functools
 import inspect
 import json
 import os
@@ -150,6 +158,91 @@ def _skip_member(app, what, name, obj, skip, options):
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _stub():
+    """The parsed type stub of barecuda._driver: (signatures, aliases).  signatures:
+    qualified name ("mem_alloc", "Stream.synchronize", "Stream.__init__") -> list of
+    (parameters, return annotation) strings, one per overload, without self/cls;
+    aliases: name -> its definition, for the ``X: TypeAlias = ...`` lines and the
+    Protocol classes they name."""
+    import barecuda
+    path = os.path.join(os.path.dirname(barecuda.__file__), "_driver.pyi")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    sigs: dict[str, list[tuple[str, str | None]]] = {}
+    aliases: dict[str, str] = {}
+
+    def visit(body, prefix, in_class):
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                if not prefix and any(ast.unparse(b) == "Protocol" for b in node.bases):
+                    members = []
+                    for n in node.body:
+                        if isinstance(n, ast.AnnAssign) or (
+                                isinstance(n, ast.FunctionDef)
+                                and "property" in {ast.unparse(d) for d in n.decorator_list}):
+                            members.append("." + (n.name if isinstance(n, ast.FunctionDef)
+                                                  else ast.unparse(n.target)))
+                        elif isinstance(n, ast.FunctionDef):
+                            members.append(f".{n.name}()")
+                    aliases[node.name] = "any object with " + ", ".join(members)
+                visit(node.body, f"{prefix}{node.name}.", True)
+            elif isinstance(node, ast.FunctionDef):
+                decorators = {ast.unparse(d) for d in node.decorator_list}
+                args = node.args
+                if in_class and "staticmethod" not in decorators:
+                    args = ast.arguments(**{k: getattr(args, k) for k in args._fields})
+                    if args.posonlyargs:
+                        args.posonlyargs = args.posonlyargs[1:]
+                    else:
+                        args.args = args.args[1:]
+                ret = ast.unparse(node.returns) if node.returns is not None else None
+                sigs.setdefault(prefix + node.name, []).append((f"({ast.unparse(args)})", ret))
+            elif (isinstance(node, ast.AnnAssign) and not prefix and node.value is not None
+                  and isinstance(node.target, ast.Name)
+                  and ast.unparse(node.annotation) == "TypeAlias"):
+                aliases[node.target.id] = ast.unparse(node.value)
+
+    visit(tree.body, "", False)
+    return sigs, aliases
+
+
+def _process_signature(app, what, name, obj, options, signature, return_annotation):
+    """The stub's typed signature for the C extension's functions, methods and types
+    (None for everything else, and for the few overloaded ones: their docstrings'
+    first lines list each form, and Sphinx shows those)."""
+    from barecuda import _driver
+    prefix = "barecuda.driver."
+    if not name.startswith(prefix) or what not in ("function", "class", "method"):
+        return None
+    qual = name[len(prefix):]
+    owner = qual.split(".")[0]
+    if what == "method":     # a C method of a C type (not a Python subclass's)
+        ok = getattr(_driver, owner, None) is not None and \
+            (inspect.ismethoddescriptor(obj) or isinstance(obj, type(len)))
+    else:                    # a C function or a C type, as the extension exports it
+        ok = getattr(_driver, qual, None) is obj
+        qual += ".__init__" if what == "class" else ""
+    overloads = _stub()[0].get(qual) if ok else None
+    if not overloads or len(overloads) > 1:
+        return None
+    params, ret = overloads[0]
+    return params, (None if what == "class" else ret)
+
+
+class StubAliases(Directive):
+    """The type aliases of barecuda/_driver.pyi that the driver's signatures use."""
+    has_content = False
+
+    def run(self):
+        _, aliases = _stub()
+        intro = nodes.paragraph(text=(
+            "The signatures of the C extension's functions and methods come from its type "
+            "stub, barecuda/_driver.pyi, and use these aliases:"))
+        rows = [(name, value) for name, value in aliases.items() if not name.startswith("_T")]
+        return [intro, _table(("alias", "stands for"), rows, [1, 3])]
+
+
 class EnumTable(Directive):
     """The table of barecuda.driver's generated enums."""
     has_content = False
@@ -267,7 +360,9 @@ def setup(app):
     app.config.barecuda_public_dunders = frozenset(getattr(barecuda, "PUBLIC_DUNDERS", ()))
     app.connect("autodoc-process-docstring", _process_docstring)
     app.connect("autodoc-skip-member", _skip_member)
+    app.connect("autodoc-process-signature", _process_signature)
     app.connect("html-collect-pages", _drop_sourceless_modules, priority=400)
     directives.register_directive("barecuda-enums", EnumTable)
     directives.register_directive("barecuda-bench", BenchTable)
+    directives.register_directive("barecuda-stub-aliases", StubAliases)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

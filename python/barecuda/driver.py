@@ -27,6 +27,14 @@ from barecuda._driver import (  # noqa: F401  (named for linters and readers)
     get_driver_version,
 )
 
+# The C functions are this face's own, as the C types are (their type names say
+# barecuda.driver): their __module__ names it, for reprs, pickles and the API reference
+# (barecuda.trace re-exports the NVTX calls and lists them on its page too).
+for _name, _obj in vars(_driver).items():
+    if type(_obj) is type(len) and not _name.startswith("_") and globals().get(_name) is _obj:
+        _obj.__module__ = __name__
+del _name, _obj
+
 if _typing.TYPE_CHECKING:
     from typing import Any
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from barecuda import _driver
 from barecuda._core import enums as _enums
+from barecuda._core.names import public
 
 if TYPE_CHECKING:
     from typing import Any, Literal
@@ -63,6 +64,7 @@ def _array_format(value):
     return _enums.get("array_format")(value)
 
 
+@public("barecuda.driver")
 def dtype_to_array_format(dtype: npt.DTypeLike) -> Any:
     """The ``array_format`` holding one channel of `dtype` (TypeError if none does)."""
     dt = np.dtype(dtype)
@@ -139,6 +141,7 @@ def _surface_flag(allow_surface_bind, allowSurfaceBind):  # noqa: N803 (PyCUDA's
     return bool(allow_surface_bind if allowSurfaceBind is None else allowSurfaceBind)
 
 
+@public("barecuda.driver")
 def np_to_array(ary: npt.ArrayLike, order: _Order = "C", allow_surface_bind: bool = False,
                 layered: bool = False, *, num_channels: int | None = None,
                 allow_double_hack: bool = False,
@@ -167,6 +170,7 @@ def np_to_array(ary: npt.ArrayLike, order: _Order = "C", allow_surface_bind: boo
     return result
 
 
+@public("barecuda.driver")
 def matrix_to_array(matrix: npt.ArrayLike, order: _Order = "C",
                     allow_double_hack: bool = False) -> _driver.Array:
     """A new 2D Array from the 2D host `matrix` (PyCUDA's matrix_to_array):
@@ -179,6 +183,7 @@ def matrix_to_array(matrix: npt.ArrayLike, order: _Order = "C",
     return np_to_array(data, order, allow_double_hack=allow_double_hack)
 
 
+@public("barecuda.driver")
 def make_multichannel_2d_array(ndarray: npt.ArrayLike, order: _Order = "C") -> _driver.Array:
     """A new 2D Array with 1, 2 or 4 channels per element (PyCUDA's helper):
     "C": shape (height, width, channels); "F": shape (channels, width, height)."""
@@ -211,6 +216,7 @@ def _logical_layout(shape, strides, itemsize, order, what):
     return shape
 
 
+@public("barecuda.driver")
 def gpuarray_to_array(gpuarray: Any, order: _Order = "C", allow_surface_bind: bool = False, *,
                       layered: bool = False, num_channels: int | None = None,
                       allow_double_hack: bool = False,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from barecuda import _driver
 from barecuda._core import enums as _enums
+from barecuda._core.names import public
 
 if _TYPE_CHECKING:
     from typing import SupportsIndex
@@ -45,6 +46,7 @@ def _round_up(value: float, multiple: int) -> int:
     return _math.ceil(value / multiple) * multiple
 
 
+@public("barecuda.tools")
 class DeviceData:
     """What the occupancy arithmetic needs to know of a device (PyCUDA's name).
 
@@ -116,6 +118,7 @@ class DeviceData:
                 f"thread_blocks_per_mp={self.thread_blocks_per_mp})")
 
 
+@public("barecuda.tools")
 class OccupancyRecord:
     """How well a launch of `threads` threads per block fills a multiprocessor
     (PyCUDA's name): ``OccupancyRecord(devdata, threads, shared_mem=0, registers=0)``.

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 import numpy as _np
 
 from barecuda import _driver as _bc_driver
+from barecuda._core.names import public
 
 _drv = _bc_driver
 
@@ -25,6 +26,7 @@ if _TYPE_CHECKING:
 _B = TypeVar("_B")   # a pool's block: a DeviceAllocation, or a uint8 host array
 
 
+@public("barecuda.tools")
 def bitlog2(n: int) -> int:
     """Position of the highest set bit of the positive int n (floor(log2(n)))."""
     if not isinstance(n, int) or isinstance(n, bool):
@@ -141,6 +143,7 @@ class _BlockPool(Generic[_B]):
         self.free_held()
 
 
+@public("barecuda.tools")
 class DeviceMemoryPool(_BlockPool[_drv.DeviceAllocation]):
     """A caching allocator of device memory (PyCUDA's ``tools.DeviceMemoryPool``).
 
@@ -190,6 +193,7 @@ def _context_detached(ctx: _drv.Context) -> bool:
     return bool(ctx.released)
 
 
+@public("barecuda.tools")
 class PooledHostAllocation:
     """A block of a PageLockedMemoryPool lent out as one array; the array's base.
 
@@ -234,6 +238,7 @@ class PooledHostAllocation:
         self.free()
 
 
+@public("barecuda.tools")
 class PageLockedAllocator:
     """Makes the page-locked blocks of a PageLockedMemoryPool (PyCUDA's name).
 
@@ -264,6 +269,7 @@ class PageLockedAllocator:
         return f"PageLockedAllocator(flags={self.flags:#x})"
 
 
+@public("barecuda.tools")
 class PageLockedMemoryPool(_BlockPool["npt.NDArray[Any]"]):
     """A caching allocator of page-locked host arrays (PyCUDA's ``PageLockedMemoryPool``).
 
@@ -320,6 +326,7 @@ class PageLockedMemoryPool(_BlockPool["npt.NDArray[Any]"]):
         return _np.asarray(holder)
 
 
+@public("barecuda.tools")
 class DebugMemoryPool(DeviceMemoryPool):
     """A DeviceMemoryPool that reports every allocation (PyCUDA's ``tools`` name).
 
