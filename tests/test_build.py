@@ -99,3 +99,69 @@ def test_find_cuda_headers_says_what_it_searched(tmp_path):
     assert "cuda.h was not found in NVIDIA's wheels" in proc.stderr
     assert str(site / "nvidia" / "cu13" / "include") in proc.stderr
     assert str(site / "nvidia" / "cuda_runtime" / "include") in proc.stderr
+
+
+# ------------------------------------------------- the C sources under CUDA 12's headers
+
+CI_CACHE = os.path.join(os.environ.get("BARECUDA_CI_CACHE")
+                        or os.path.join(os.path.expanduser("~"), ".cache", "barecuda-ci"),
+                        "wheels")
+CUDA12_RUNTIME = "nvidia-cuda-runtime-cu12>=12.9,<13"
+
+
+def _cuda12_headers(tmp_path):
+    """cuda.h and its neighbours from NVIDIA's CUDA 12 runtime wheel (downloaded once
+    into the CI wheel cache, tests/test_install.py's), unpacked under tmp_path."""
+    import glob
+    import zipfile
+    os.makedirs(CI_CACHE, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--only-binary=:all:", "--disable-pip-version-check",
+                        "-d", CI_CACHE, "--find-links", CI_CACHE, CUDA12_RUNTIME],
+                       capture_output=True, text=True, timeout=300)
+    wheels = sorted(glob.glob(os.path.join(CI_CACHE, "nvidia_cuda_runtime_cu12-12.9*.whl")))
+    if not wheels:
+        pytest.skip(f"no CUDA 12 runtime wheel: not in {CI_CACHE}, and pip could not fetch "
+                    f"{CUDA12_RUNTIME!r} ({(r.stderr or r.stdout).strip()[-200:]})")
+    with zipfile.ZipFile(wheels[-1]) as z:
+        members = [m for m in z.namelist() if "/include/" in m and m.endswith(".h")]
+        z.extractall(tmp_path, members)
+    found = [os.path.dirname(p) for p in glob.glob(str(tmp_path / "**" / "cuda.h"), recursive=True)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _meson_sources():
+    text = (ROOT / "meson.build").read_text()
+    block = re.search(r"extension_module\('_driver',(.*?)tables,", text, re.S).group(1)
+    return re.findall(r"'(src/\w+\.c)'", block)
+
+
+@pytest.mark.skipif(not (ROOT / "meson.build").is_file(), reason="needs the source tree")
+@pytest.mark.skipif(c_compiler() is None, reason="needs a C compiler")
+def test_sources_compile_cleanly_with_cuda_12_headers(tmp_path):
+    """The README's CUDA 12 build (cuda.h from a 12.x toolkit or NVIDIA's cu12 runtime
+    wheel): every C file of the extension, with the tables generated from 12.9's cuda.h,
+    passes the compiler's checks at -Wall -Wextra -Werror (syntax and types only: the
+    CPU build of CI uses CUDA 13's headers, and a CUDA 13 name or signature used
+    without its CUDA 12 form would fail only here)."""
+    import sysconfig
+
+    import numpy
+    inc = _cuda12_headers(tmp_path / "cu12")
+    version = re.search(r"#define CUDA_VERSION (\d+)",
+                        pathlib.Path(inc, "cuda.h").read_text(encoding="utf-8"))
+    assert version and 12000 <= int(version.group(1)) < 13000, version
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    subprocess.run([sys.executable, str(ROOT / "src" / "gen_tables.py"),
+                    os.path.join(inc, "cuda.h"), str(gen / "bc_tables.h")], check=True)
+    sources = _meson_sources()
+    assert len(sources) > 30, sources
+    cmd = [c_compiler(), "-std=c11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+           "-Wno-missing-field-initializers", "-D_GNU_SOURCE", "-fvisibility=hidden",
+           f"-I{ROOT / 'include'}", f"-I{inc}", f"-I{numpy.get_include()}",
+           f"-I{sysconfig.get_paths()['include']}", f"-I{gen}",
+           *[str(ROOT / s) for s in sources]]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-3000:]
