@@ -149,3 +149,59 @@ def _trim_array_pool(context):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+#: Documentation code (README, docs/, the tutorial notebooks) is checked for the
+#: barecuda names it uses (tests/test_docs.py, tests/test_notebooks.py).
+def missing_api_names(code):
+    """The barecuda names `code` imports or reaches as module attributes
+    (``drv.mem_alloc`` after ``import barecuda.driver as drv``) that do not exist."""
+    import ast
+    import importlib
+    import importlib.util
+    import inspect
+    tree = ast.parse(code)
+    aliases, missing = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] != "barecuda":
+                    continue
+                if importlib.util.find_spec(a.name) is None:  # found, not imported:
+                    missing.append(a.name)                   # autoinit makes a context
+                elif a.name not in ("barecuda.autoinit", "barecuda.autoprimaryctx"):
+                    aliases[a.asname or "barecuda"] = a.name if a.asname else "barecuda"
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "barecuda":
+            module = importlib.import_module(node.module)
+            for a in node.names:
+                if hasattr(module, a.name):
+                    if inspect.ismodule(getattr(module, a.name)):
+                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    continue
+                try:
+                    importlib.import_module(f"{node.module}.{a.name}")
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                except ImportError:
+                    missing.append(f"{node.module}.{a.name}")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain, base = [], node
+        while isinstance(base, ast.Attribute):
+            chain.append(base.attr)
+            base = base.value
+        if not (isinstance(base, ast.Name) and base.id in aliases):
+            continue
+        obj = importlib.import_module(aliases[base.id])
+        for i, attr in enumerate(reversed(chain)):
+            if inspect.ismodule(obj) and not hasattr(obj, attr):
+                try:
+                    obj = importlib.import_module(f"{obj.__name__}.{attr}")
+                    continue
+                except ImportError:
+                    pass
+            if not hasattr(obj, attr):
+                missing.append(f"{aliases[base.id]}.{'.'.join(reversed(chain))}")
+                break
+            obj = getattr(obj, attr)
+    return missing

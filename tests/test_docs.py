@@ -191,3 +191,57 @@ def test_reference_has_a_page_per_public_module():
             f"{page} does not document {modname} with automodule")
         assert f"({short}.md)" in index and re.search(rf"^{short}$", index, re.M), (
             f"docs/reference/index.md does not list {short}")
+
+
+# ---------------------------------------------------- the code in the prose pages
+
+from conftest import missing_api_names as _missing_names  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _prose_blocks():
+    """(file, first line, code) of every ```python block of the README and the site's
+    Markdown pages."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    out = []
+    for page in pages:
+        if not page.is_file():
+            continue
+        text = page.read_text(encoding="utf-8")
+        for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
+            out.append((page.relative_to(ROOT), text[:m.start()].count("\n") + 2, m.group(1)))
+    return out
+
+
+BLOCKS = _prose_blocks()
+
+
+def test_the_prose_pages_have_code():
+    if not (ROOT / "docs").is_dir():
+        pytest.skip("the docs folder is absent (installed-only test run)")
+    assert len(BLOCKS) >= 10, BLOCKS
+
+
+@pytest.mark.parametrize("where,line,code", BLOCKS,
+                         ids=[f"{p}:{n}" for p, n, _ in BLOCKS])
+def test_prose_code_parses_and_names_real_api(where, line, code):
+    """Each Python example of the README and the site parses, and every barecuda name
+    it imports or reaches through a module exists (a renamed function would otherwise
+    live on in the documentation)."""
+    try:
+        compile(code, f"{where}:{line}", "exec")
+    except SyntaxError as exc:
+        pytest.fail(f"{where}:{line}: {exc}")
+    assert not _missing_names(code), f"{where}:{line}: no such name: {_missing_names(code)}"
+
+
+def test_the_prose_check_sees_a_wrong_name():
+    assert _missing_names("import barecuda.driver as drv\nn = drv.mem_allocc(4)\n") == \
+        ["barecuda.driver.mem_allocc"]
+    assert _missing_names("from barecuda.gpuarray import to_gpu, to_gpuu\n") == \
+        ["barecuda.gpuarray.to_gpuu"]
+    assert _missing_names("from barecuda import tools\ntools.DeviceMemoryPool().allocate\n"
+                          "tools.nvtx_rang\n") == ["barecuda.tools.nvtx_rang"]
+    assert _missing_names("import barecuda.autoinit\nimport barecuda.nosuch\n") == \
+        ["barecuda.nosuch"]

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import missing_api_names
 
 TUTORIALS = Path(__file__).resolve().parents[1] / "docs" / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb")) if TUTORIALS.is_dir() else []
@@ -82,6 +83,15 @@ def test_code_cells_parse(path):
             ast.parse(text, filename=f"{path.name} code cell {n}")
         except SyntaxError as exc:
             pytest.fail(f"{path.name}, code cell {n}: {exc}\n{cell.source}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_code_names_real_api(path):
+    """Every barecuda name the notebook imports or reaches through a module exists:
+    checked here, since on the CPU the cells never run."""
+    code = "\n".join(t for c in load(path).cells if c.cell_type == "code"
+                     for t in [python_of(c.source)] if t is not None)
+    assert not missing_api_names(code), f"{path.name}: no such name: {missing_api_names(code)}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
