@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Arithmetic on strided views and mixed dtypes (python/barecuda/_strided.py, the
+"""Arithmetic on strided views and mixed dtypes (python/barecuda/_array/strided.py, the
 strided and mixed-itemsize C fast paths of src/gpuarray.c).
 
 CPU: layout collapsing checked against NumPy's own views, the generated kernel

@@ -111,7 +111,7 @@ def copies():
     existing = np.empty_like(host)
     existing[:] = 1
     old = _driver._staging_config()
-    from barecuda import _kept
+    from barecuda._array import kept as _kept
     _kept.configure(after=0)        # the staged path every time, never the kept one
     settings = [old, {"chunk_mib": 1}, {"chunk_mib": 4}, {"depth": 3}, {"workers": 12},
                 {"workers": 8, "chunk_mib": 4}]
