@@ -3,8 +3,8 @@
 # no network and starts bare each lease), so that one call can run everything:
 #   .whl/      meson-python and its needs (the offline build in .ci/gpu); nbclient,
 #              nbformat and ipykernel with their needs (the tutorial notebooks, and
-#              tests/test_ipython.py); pytools, mako and their needs (PyCUDA's tests
-#              and examples under .ci/pycuda)
+#              tests/test_ipython.py); pytools, mako, cgen, codepy and their needs
+#              (PyCUDA's tests and examples under .ci/pycuda)
 #   .clients/  kernel_tuner, grunnur and their needs, their sdists (their tests), and a
 #              copy of ../shared/reference (PyCUDA's sdist, to build it there): .ci/clients
 #   .pycuda/   PyCUDA's test/ and examples/ from a mirror the search tool's fetch made
@@ -39,7 +39,9 @@ dl() { python3 -m pip download -q --disable-pip-version-check "${plat[@]}" "$@";
 mkdir -p .whl
 dl -d .whl meson-python pyproject-metadata packaging
 dl -d .whl nbclient nbformat ipykernel
-dl -d .whl --no-deps pytools platformdirs siphash24 typing_extensions mako markupsafe
+dl -d .whl --no-deps pytools platformdirs siphash24 typing_extensions mako markupsafe codepy
+# cgen is published as a source distribution only: a pure-Python wheel of it, built here
+python3 -m pip wheel -q --disable-pip-version-check --no-deps -w .whl cgen
 # What the GPU image has already would only shadow its own copy in .ci/pycuda's
 # private folder (it installs every wheel of .whl/ there): numpy and meson stay out.
 rm -f .whl/numpy-*.whl .whl/meson-[0-9]*.whl
