@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import missing_api_names as _missing_names
 
 import barecuda
 
@@ -194,8 +195,6 @@ def test_reference_has_a_page_per_public_module():
 
 
 # ---------------------------------------------------- the code in the prose pages
-
-from conftest import missing_api_names as _missing_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

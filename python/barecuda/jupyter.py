@@ -279,13 +279,9 @@ def _gpu_reason() -> str | None:
 
 
 def _newest_arch() -> str:
-    from barecuda import _driver
-    try:
-        archs = _driver._nvrtc_supported_archs()
-    except AttributeError:   # pragma: no cover - an older extension
-        from barecuda import compiler
-        archs = compiler._supported_archs()
-    return f"sm_{max(archs)}"
+    """The newest architecture NVRTC compiles for (what python -m barecuda uses too)."""
+    from barecuda import compiler
+    return f"sm_{compiler._supported_archs()[-1]}"
 
 
 def _function_details(func: Any) -> str:
