@@ -93,6 +93,18 @@ def nvrtc_check(source, ptx=False, **kw):
     return image if ptx else None
 
 
+def need_curand_headers():
+    """The include directories curandom's generators compile with; skips, with
+    curandom's own message (what was searched, what to install), where
+    curand_kernel.h or the CCCL it includes is missing: a driver-only install
+    without barecuda[cu13]'s cuRAND and CCCL wheels."""
+    from barecuda import curandom
+    try:
+        return curandom._find_curand_headers()
+    except drv.RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
 def nvrtc_check_many(sources, size=300):
     """nvrtc_check of many kernels' sources, `size` to a translation unit: one
     NVRTC run parses the headers once for all of them.  Each __global__

@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from conftest import need_curand_headers
 
 from barecuda import characterize, cumath, curandom
 from barecuda import driver as drv
@@ -108,6 +109,7 @@ def test_rand(ctx, dt):
 
 
 def test_xorwow(ctx):
+    need_curand_headers()
     g1 = curandom.XORWOWRandomNumberGenerator(seed=42)
     g2 = curandom.XORWOWRandomNumberGenerator(seed=42)
     a, b = g1.gen_uniform(10000, np.float64).get(), g2.gen_uniform(10000, np.float64).get()

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import full_or, nvrtc_check
+from conftest import full_or, need_curand_headers, nvrtc_check
 
 from barecuda import _driver, curandom
 from barecuda import driver as drv
@@ -30,11 +30,15 @@ def ids(cls):
     return cls.__name__.replace("RandomNumberGenerator", "")
 
 
-def _headers():
-    try:
-        return curandom._find_curand_headers()
-    except drv.RuntimeError as exc:
-        pytest.skip(str(exc))
+_headers = need_curand_headers
+
+
+@pytest.fixture(autouse=True)
+def _curand_headers_for_gpu_tests(request):
+    """The GPU tests compile generators: they skip, saying why, where the headers
+    are missing (test_curand_without_cccl_is_clear checks that message)."""
+    if request.node.get_closest_marker("gpu"):
+        need_curand_headers()
 
 
 def _need_libcurand():
@@ -152,6 +156,90 @@ def test_missing_libcurand_is_clear(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "ERR BARECUDA_LIBCURAND=" in r.stdout and "could not be loaded as cuRAND" in r.stdout
+
+
+def _header(root, rel, text="// fake\n"):
+    path = root.joinpath(*rel.split("/"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# curand_kernel.h as CUDA 13's: it includes CCCL's <nv/target>
+CURAND_13 = "#include <nv/target>\n// cuRAND's device API\n"
+
+
+@pytest.fixture
+def fake_wheels(tmp_path, monkeypatch):
+    """Two site-packages folders, as a venv and a `pip install --target` folder:
+    `venv` has NVIDIA's CUDA 13 runtime and cuRAND wheels (one include folder),
+    `extra` an empty nvidia/ folder (its CCCL wheel comes later).  sys.path has both; curandom forgets what it found."""
+    venv, extra = tmp_path / "venv", tmp_path / "extra"
+    inc = venv / "nvidia" / "cu13" / "include"
+    _header(inc, "cuda_fp16.h")
+    _header(inc, "curand_kernel.h", CURAND_13)
+    (extra / "nvidia").mkdir(parents=True)
+    # this environment's own NVIDIA wheels, if any, are left out
+    monkeypatch.setattr(sys, "path", [str(venv), str(extra)] + [
+        e for e in sys.path if not os.path.isdir(os.path.join(e or ".", "nvidia"))])
+    monkeypatch.setattr(curandom, "_CACHE", {})
+    from barecuda import compiler
+    from barecuda._compile import toolkit
+
+    def dirs():
+        return toolkit._toolkit_dirs(str(inc))
+    monkeypatch.setattr(toolkit, "_toolkit_include_dirs", dirs)
+    monkeypatch.setattr(compiler, "_toolkit_include_dirs", dirs)
+    return venv, extra, inc
+
+
+def test_curand_without_cccl_is_clear(fake_wheels):
+    venv, extra, inc = fake_wheels
+    with pytest.raises(drv.RuntimeError) as info:
+        curandom._find_curand_headers()
+    msg = str(info.value)
+    assert f"{inc / 'curand_kernel.h'} includes <nv/target>" in msg
+    assert "no CCCL was found" in msg and "nvidia-cuda-cccl" in msg and "barecuda[cu13]" in msg
+    # every place it looked is named: the include folder's cccl/, and both wheels' folders
+    for where in (inc / "cccl", venv / "nvidia" / "cuda_cccl" / "include",
+                  extra / "nvidia" / "cu13" / "include" / "cccl"):
+        assert str(where) in msg
+    assert curandom._CACHE == {}          # nothing cached: installing CCCL later works
+    # a generator says the same before NVRTC would fail deep inside the header
+    with pytest.raises(drv.RuntimeError, match="no CCCL was found"):
+        curandom.XORWOWRandomNumberGenerator(seed=1)
+
+
+def test_curand_finds_cccl_in_another_site_folder(fake_wheels):
+    venv, extra, inc = fake_wheels
+    cccl = extra / "nvidia" / "cu13" / "include" / "cccl"
+    _header(cccl, "cuda/std/type_traits")
+    _header(cccl, "nv/target")
+    from barecuda._compile import toolkit
+    # the compiler's include path gets it (so <cuda/std/...> works in any kernel) ...
+    assert toolkit._toolkit_include_dirs() == [str(inc), str(cccl)]
+    # ... and curandom needs nothing beyond that path
+    assert curandom._find_curand_headers() == []
+
+
+def test_curand_headers_of_cuda12_wheels(tmp_path, monkeypatch):
+    """CUDA 12's wheels: one include folder each, under one site-packages."""
+    site = tmp_path / "site"
+    rt = site / "nvidia" / "cuda_runtime" / "include"
+    _header(rt, "cuda_fp16.h")
+    curand = _header(site / "nvidia" / "curand" / "include", "curand_kernel.h", CURAND_13).parent
+    cccl = site / "nvidia" / "cuda_cccl" / "include"
+    _header(cccl, "cuda/std/type_traits")
+    monkeypatch.setattr(sys, "path", [str(site)] + [
+        e for e in sys.path if not os.path.isdir(os.path.join(e or ".", "nvidia"))])
+    from barecuda._compile import toolkit
+    assert toolkit._toolkit_dirs(str(rt)) == [str(rt), str(curand), str(cccl)]
+    # a CUDA toolkit's include folder is taken as it is: its cccl/ beside, no wheels
+    tk = tmp_path / "cuda" / "include"
+    _header(tk, "cuda_fp16.h")
+    assert toolkit._toolkit_dirs(str(tk)) == [str(tk)]
+    _header(tk / "cccl", "cuda/std/type_traits")
+    assert toolkit._toolkit_dirs(str(tk)) == [str(tk), str(tk / "cccl")]
 
 
 def test_rand_arguments_checked_first():

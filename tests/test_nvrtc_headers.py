@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import need_curand_headers
 
 from barecuda import compiler
 from barecuda import driver as drv
@@ -243,6 +244,7 @@ def test_headers_mix_with_cccl(order):
 def test_toolkit_headers_with_ours():
     if compiler._toolkit_include() is None:
         pytest.skip("no CUDA toolkit headers")
+    need_curand_headers()   # cuRAND's, and the CCCL that CUDA 13's includes
     src = kernel(["cuda_fp16.h", "curand_kernel.h", "cmath", "cstdint", "stdio.h"], """
         curandState s; curand_init(0, 0, 0, &s);
         __half h = __float2half(1.0f);
@@ -569,3 +571,27 @@ def test_printf_and_inttypes_on_the_device(ctx, capfd):
     out = capfd.readouterr().out
     lines = sorted(line for line in out.splitlines() if line.startswith("bc-printf"))
     assert lines == [f"bc-printf t={t} v={(1 << 40) + t} pi=3.142" for t in range(4)]
+
+
+def test_missing_cccl_header_says_what_to_install(monkeypatch):
+    """A kernel that includes a header of CCCL where no CCCL is on NVRTC's include
+    path (a driver-only install without nvidia-cuda-cccl): the CompileError keeps
+    NVRTC's log and adds what to install.  Where CCCL is there, a header it does
+    not have gets NVRTC's log alone."""
+    from barecuda._compile import toolkit
+    monkeypatch.setattr(toolkit, "_toolkit_include_dirs", lambda: [])   # no toolkit, no wheels
+    for header in ("nv/target", "cuda/std/complex", "cub/cub.cuh"):
+        with pytest.raises(drv.CompileError) as info:
+            ptx(kernel([header], "y[0] = 1.0f;"), wrap=False)
+        msg = str(info.value)
+        assert f'cannot open source file "{header}"' in msg
+        assert f"hint: <{header}> is a header of CCCL" in msg
+        assert "nvidia-cuda-cccl" in msg and "barecuda[cu13]" in msg
+    monkeypatch.undo()
+    if not any(os.path.isfile(os.path.join(d, compiler.CCCL_MARKER))
+               for d in compiler._toolkit_include_dirs()):
+        pytest.skip("no CCCL here: the second half needs one")
+    with pytest.raises(drv.CompileError) as info:
+        ptx(kernel(["cuda/std/no_such_header"], "y[0] = 1.0f;"), wrap=False)
+    assert 'cannot open source file "cuda/std/no_such_header"' in str(info.value)
+    assert "hint:" not in str(info.value)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fills the git-ignored folders a call to the lent GPU machine carries (that machine has
 # no network and starts bare each lease), so that one call can run everything:
-#   .whl/      meson-python and its needs (the offline build in .ci/gpu); nbclient,
+#   .whl/      meson-python and its needs (the offline build in .ci/gpu); in cu13/, the
+#              CCCL wheel (.ci/gpu's toolkit-hidden run); nbclient,
 #              nbformat and ipykernel with their needs (the tutorial notebooks, and
 #              tests/test_ipython.py); pytools, mako, cgen, codepy and their needs
 #              (PyCUDA's tests and examples under .ci/pycuda)
@@ -42,6 +43,12 @@ dl -d .whl nbclient nbformat ipykernel
 dl -d .whl --no-deps pytools platformdirs siphash24 typing_extensions mako markupsafe codepy
 # cgen is published as a source distribution only: a pure-Python wheel of it, built here
 python3 -m pip wheel -q --disable-pip-version-check --no-deps -w .whl cgen
+# barecuda[cu13]'s CCCL wheel, which the GPU image's venv lacks (PyTorch's wheels bring
+# NVRTC, the runtime's headers and cuRAND, not CCCL): .ci/gpu's toolkit-hidden run
+# installs it into a folder of its own (pip --target), as a user adding it later would.
+# In a subfolder: .ci/pycuda installs every wheel of .whl/ itself.
+mkdir -p .whl/cu13
+dl -d .whl/cu13 --no-deps "nvidia-cuda-cccl==13.0.*"
 # What the GPU image has already would only shadow its own copy in .ci/pycuda's
 # private folder (it installs every wheel of .whl/ there): numpy and meson stay out.
 rm -f .whl/numpy-*.whl .whl/meson-[0-9]*.whl

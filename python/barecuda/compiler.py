@@ -109,10 +109,12 @@ from barecuda._compile.options import (  # noqa: F401
 from barecuda._compile.toolkit import (  # noqa: F401
     _PACKAGE_DIR,
     _PRELUDE,
-    _WHEEL_COMPANIONS,
+    CCCL_MARKER as CCCL_MARKER,
     INCLUDE_DIR as INCLUDE_DIR,
     NVRTC_STD_INCLUDE_DIR as NVRTC_STD_INCLUDE_DIR,
+    _cccl_install_advice,
     _file_identity,
+    _find_header,
     _header_digest,
     _header_files,
     _header_stamp,
@@ -126,6 +128,7 @@ from barecuda._compile.toolkit import (  # noqa: F401
     _toolkit_dirs,
     _toolkit_include,
     _toolkit_include_dirs,
+    _wheel_header_dirs,
     get_cache_dir as get_cache_dir,
 )
 

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import enum
 import os
-import sys
 
 import numpy as np
 
@@ -206,40 +205,48 @@ def seed_getter_unique(n: int) -> GPUArray:
 
 def _find_curand_headers() -> Any:
     """The include directories that curand_kernel.h needs beyond those compiler.py
-    always passes (empty when the toolkit's include directory has it)."""
+    always passes (empty when the toolkit's include directories have it all).
+    Raises RuntimeError, naming what was searched and what to install, when
+    curand_kernel.h is missing, or when it needs CCCL (CUDA 13's includes <nv/target>)
+    and no CCCL is found: NVRTC would otherwise fail deep inside the header."""
     from barecuda import compiler
     ent = _CACHE.get("include")
     if ent is not None:
         return ent
     base = compiler._toolkit_include_dirs()
-    wheels = [os.path.join(e, "nvidia") for e in sys.path
-              if e and os.path.isdir(os.path.join(e, "nvidia"))]
-
-    def find(rel: str, cands: Any) -> Any:
-        for d in cands:
-            if os.path.isfile(os.path.join(d, rel)):
-                return d
-        return None
-
-    searched = base + [os.path.join(w, sub, "include") for w in wheels for sub in ("cu13", "curand")]
-    extra = []
-    where = find("curand_kernel.h", searched)
+    searched = base + compiler._wheel_header_dirs("curand_kernel.h")
+    where = compiler._find_header("curand_kernel.h", searched)
     if where is None:
         raise _drv.RuntimeError(
             "curand_kernel.h (cuRAND's device API, needed by the curandom generators) was "
             "not found; searched:\n  " + "\n  ".join(searched or ["(no CUDA toolkit found)"])
             + "\nInstall the CUDA toolkit or NVIDIA's wheels (`pip install \"barecuda[cu13]\"`), "
             "or set CUDA_HOME")
-    if where not in base:
-        extra.append(where)
-    std = [os.path.join(w, sub) for w in wheels
-           for sub in ("cu13/include/cccl", "cuda_cccl/include")]
-    if find(os.path.join("cuda", "std", "type_traits"), base + extra) is None:
-        cccl = find(os.path.join("cuda", "std", "type_traits"), std)
+    extra = [] if where in base else [where]
+    marker = compiler.CCCL_MARKER
+    if compiler._find_header(marker, base + extra) is None:
+        std = compiler._wheel_header_dirs(marker)
+        cccl = compiler._find_header(marker, std)
         if cccl is not None:
             extra.append(cccl)
+        elif _needs_cccl(os.path.join(where, "curand_kernel.h")):
+            raise _drv.RuntimeError(
+                f"{os.path.join(where, 'curand_kernel.h')} includes <nv/target>, a header of "
+                "CCCL (NVIDIA's C++ core libraries), and no CCCL was found; searched:\n  "
+                + "\n  ".join([os.path.join(d, "cccl") for d in base] + std)
+                + "\nTo fix: " + compiler._cccl_install_advice())
     _CACHE["include"] = extra
     return extra
+
+
+def _needs_cccl(header: str) -> bool:
+    """Whether curand_kernel.h at `header` includes CCCL's <nv/target> (CUDA 13's
+    and late CUDA 12's do; older ones need nothing beyond the toolkit's)."""
+    try:
+        with open(header, encoding="utf-8", errors="replace") as f:
+            return "nv/target" in f.read()
+    except OSError:
+        return False
 
 
 _CACHE: dict[str, Any] = {}
@@ -294,13 +301,14 @@ def _load_kernels(cls: Any) -> Any:
     """(module, {name: prepared Function}, state size, generators per block) of `cls`
     in the current context, compiled once per context (and cached on disk)."""
     from barecuda.compiler import SourceModule
+    include = _find_curand_headers()    # first: a missing header is said without a GPU
     device_blocks()                     # makes a context current
     cache = context_cache()
     key = ("__curand__", cls.__name__)
     ent = cache.get(key)
     if ent is None:
         mod = SourceModule(_generator_source(cls), no_extern_c=True,
-                           include_dirs=_find_curand_headers())
+                           include_dirs=include)
         funcs = {}
         for name, fmt in _kernel_formats(cls).items():
             f = mod.get_function(name)

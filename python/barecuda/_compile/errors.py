@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 
 from barecuda import _driver
+from barecuda._compile import toolkit as _toolkit
 
 CompileError = _driver.CompileError
 _PROGRAM = "kernel.cu"
 
 
+# A header of CCCL (libcu++, CUB, Thrust and <nv/target>) that NVRTC could not open.
+_CCCL_MISSING = re.compile(r'cannot open source file "(?P<header>(?:nv|cuda|cub|thrust)/[^"]*)"')
 _LOG_LINE = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<kind>(?:catastrophic )?error|warning)",
                        re.M)
 
@@ -50,12 +53,30 @@ def _format_error(err, source, offset, what):
     return "\n\n".join(parts)
 
 
+def _cccl_hint(log, options):
+    """A hint for a log that says a CCCL header could not be opened while no CCCL
+    directory was on the include path ("" otherwise): what to install."""
+    m = _CCCL_MISSING.search(log)
+    if m is None:
+        return ""
+    dirs = [o.split("=", 1)[1] for o in options if o.startswith("--include-path=")]
+    if not dirs:
+        return ""          # nvcc's options: the toolkit it belongs to has CCCL
+    if _toolkit._find_header(_toolkit.CCCL_MARKER, dirs) is not None:
+        return ""          # CCCL is there: the header itself does not exist
+    return (f"\n\nhint: <{m.group('header')}> is a header of CCCL (NVIDIA's C++ core "
+            "libraries: libcu++, CUB, Thrust), and no CCCL was found on the include path "
+            "(CUDA 13's <curand_kernel.h> includes <nv/target>): "
+            + _toolkit._cccl_install_advice())
+
+
 def _raise_compile_error(err, source, offset, options, what):
     message = _format_error(err, source, offset, what)
     if offset and '"C" linkage' in (getattr(err, "log", "") or ""):
         message += ("\n\nhint: SourceModule wraps the source in extern \"C\" { }, where C++ "
                     "headers (such as <cuda_fp16.h>) and templates cannot go: pass "
                     "no_extern_c=True and mark the kernels extern \"C\" yourself")
+    message += _cccl_hint(getattr(err, "log", "") or "", options)
     new = CompileError(message)
     new.log = getattr(err, "log", "") or ""
     new.source = source

@@ -65,29 +65,69 @@ def _toolkit_include():
     return _once["toolkit"]
 
 
-# NVIDIA's CUDA 12 wheels install each component in its own directory under
-# site-packages/nvidia/ (CUDA 13's share nvidia/cu13/include): the headers a kernel
-# may include beside the runtime's, <curand_kernel.h> and <cuda/std/...>.
-_WHEEL_COMPANIONS = ("curand", "cuda_cccl")
+# NVIDIA's wheels put the headers a kernel may include beside the runtime's in these
+# folders under site-packages/nvidia/: CUDA 13's share cu13/include (CCCL in its cccl/
+# subfolder), CUDA 12's have one each.  <curand_kernel.h> and CCCL (<cuda/std/...>, and
+# <nv/target>, which CUDA 13's curand_kernel.h includes) are looked for in each.
+_WHEEL_HEADERS = {
+    "curand_kernel.h": ("cu13/include", "curand/include"),
+    os.path.join("cuda", "std", "type_traits"): ("cu13/include/cccl", "cuda_cccl/include"),
+}
+#: A file every CCCL has: an include directory holding it is a CCCL directory.
+CCCL_MARKER = os.path.join("cuda", "std", "type_traits")
+
+
+def _cccl_install_advice():
+    """What to install for CCCL's headers, for the NVRTC of this process: the wheel of
+    its CUDA major version, or a toolkit."""
+    try:
+        major = _driver.nvrtc_version()[0]
+    except _driver.Error:
+        major = 13
+    wheel = '"nvidia-cuda-cccl>=13,<14"' if major >= 13 else '"nvidia-cuda-cccl-cu12>=12,<13"'
+    extra = "cu13" if major >= 13 else "cu12"
+    return (f"install NVIDIA's CCCL wheel (`pip install {wheel}`, part of "
+            f"`barecuda[{extra}]`), or use a CUDA toolkit, which has it")
+
+
+def _wheel_roots():
+    """Every site-packages/nvidia folder on sys.path, in sys.path's order: a venv, the
+    user's site-packages and a `pip install --target` folder may each hold some of
+    NVIDIA's wheels (a venv made for PyTorch often lacks CCCL, installed later with
+    --user)."""
+    return [os.path.join(e, "nvidia") for e in sys.path
+            if e and os.path.isdir(os.path.join(e, "nvidia"))]
+
+
+def _find_header(rel, dirs):
+    """The first of `dirs` that holds header `rel`, or None."""
+    return next((d for d in dirs if os.path.isfile(os.path.join(d, rel))), None)
+
+
+def _wheel_header_dirs(rel):
+    """The folders of NVIDIA's wheels where header `rel` (a key of _WHEEL_HEADERS)
+    would be, in search order."""
+    return [os.path.join(w, sub) for w in _wheel_roots() for sub in _WHEEL_HEADERS[rel]]
 
 
 def _toolkit_dirs(toolkit):
     """The toolkit's include directory and, when there, its CCCL directory
     (<cuda/std/...>, which CUDA 13's <curand_kernel.h> includes under NVRTC).
-    For a CUDA 12 wheel's include directory (nvidia/cuda_runtime/include), the
-    include directories of the cuRAND and CCCL wheels beside it as well."""
+    For the include directory of one of NVIDIA's wheels (nvidia/cu13/include,
+    nvidia/cuda_runtime/include), the cuRAND and CCCL headers it lacks, from
+    whichever of NVIDIA's wheels on sys.path has them."""
     if not toolkit:
         return []
     dirs = [toolkit]
     cccl = os.path.join(toolkit, "cccl")
     if os.path.isdir(os.path.join(cccl, "cuda")):
         dirs.append(cccl)
-    parent = os.path.dirname(os.path.dirname(toolkit))
-    if os.path.basename(parent) == "nvidia":
-        for sub in _WHEEL_COMPANIONS:
-            inc = os.path.join(parent, sub, "include")
-            if inc != toolkit and os.path.isdir(inc):
-                dirs.append(inc)
+    if os.path.basename(os.path.dirname(os.path.dirname(toolkit))) == "nvidia":
+        for rel in _WHEEL_HEADERS:
+            if _find_header(rel, dirs) is None:
+                where = _find_header(rel, _wheel_header_dirs(rel))
+                if where is not None:
+                    dirs.append(where)
     return dirs
 
 
