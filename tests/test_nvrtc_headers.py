@@ -223,15 +223,17 @@ def test_assert_follows_ndebug():
 
 
 def _cccl():
-    inc = compiler._toolkit_include()
-    if inc is None or not os.path.isdir(os.path.join(inc, "cccl", "cuda", "std")):
-        pytest.skip("no CCCL headers in the CUDA toolkit")
-    return os.path.join(inc, "cccl")
+    """The CCCL directory on NVRTC's include path: the toolkit's, or that of NVIDIA's
+    CCCL wheel (a driver-only install)."""
+    found = compiler._find_header(compiler.CCCL_MARKER, compiler._toolkit_include_dirs())
+    if found is None:
+        pytest.skip("no CCCL headers: neither the CUDA toolkit's nor NVIDIA's CCCL wheel")
+    return found
 
 
 @pytest.mark.parametrize("order", ["ours_first", "cccl_first"])
 def test_headers_mix_with_cccl(order):
-    _cccl()      # the toolkit's CCCL directory is on NVRTC's include path
+    _cccl()      # a CCCL directory is on NVRTC's include path
     ours = ["stdint.h", "cstdint", "cinttypes", "limits.h", "math.h", "cmath"]
     theirs = ["cuda/std/cstdint", "cuda/std/climits", "cuda/std/cmath"]
     heads = ours + theirs if order == "ours_first" else theirs + ours
