@@ -161,6 +161,31 @@ def test_the_driver_signatures_come_from_the_type_stub():
     assert "_DevicePointer" in page and "any object with .gpudata" in page
 
 
+def _entry_body(page, anchor):
+    """The text of the first paragraph of an API entry (after its signature and
+    the "Bases:" line of a class)."""
+    text = (Path(SITE).resolve() / "reference" / page).read_text(encoding="utf-8")
+    start = text.index("</dt>", text.index(f'id="{anchor}"'))
+    while True:
+        end = text.index("</p>", start)
+        para = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text[start:end])).split())
+        if not para.startswith("Bases:"):
+            return para
+        start = end + 4
+
+
+def test_entries_do_not_repeat_their_call_form():
+    """Docstrings that open with the call form for help() (`GPUArray(shape, dtype,
+    ...)`, `all(stream=None, allocator=None): whether ...`) show the typed signature
+    once: the call form is gone, the words after it open the entry."""
+    first = _entry_body("gpuarray.html", "barecuda.gpuarray.GPUArray")
+    assert first.startswith("An array of shape and dtype in device memory"), first
+    method = _entry_body("gpuarray.html", "barecuda.gpuarray.GPUArray.all")
+    assert method.startswith("Whether every element is true"), method
+    # a C function's entry keeps its docstring as it is (the stub gives its signature)
+    assert not _entry_body("driver.html", "barecuda.driver.mem_alloc").startswith("mem_alloc(")
+
+
 # ------------------------------------------------------------- the browser
 
 def _chromium():

@@ -7,6 +7,8 @@
   double backquotes already are), the characters reST would take for markup
   outside code (``*``, a trailing ``_``, ``|``) are escaped, and a paragraph
   ending with ``::`` or followed by an indented block keeps that block as code.
+  A docstring that opens with its object's call form (for ``help()``) loses it:
+  autodoc shows the typed signature above (``drop_call_form``).
 - ``autodoc-skip-member``: the enums ``barecuda.driver`` creates on first use are
   left to one table (below), as are private helpers.
 - ``.. barecuda-enums::`` (``{barecuda-enums}`` in MyST): a table of the driver's
@@ -136,7 +138,38 @@ def clean_docstring(lines: list[str]) -> list[str]:
     return out
 
 
+def drop_call_form(short: str, obj, lines: list[str]) -> list[str]:
+    """A docstring that opens with its object's call form, as help() shows best
+    (``GPUArray(shape, dtype, ...)``, wrapped over lines or not, maybe followed by
+    ``: what it does``), repeats the typed signature autodoc puts above it: the
+    call form goes, and the words after its colon become the first sentence.
+    Only where autodoc reads a signature (inspect.signature); the rest keep it."""
+    if not lines or not lines[0].startswith(short + "("):
+        return lines
+    try:
+        inspect.signature(obj)
+    except (TypeError, ValueError):
+        return lines
+    depth = 0
+    for k, line in enumerate(lines):
+        for i, ch in enumerate(line):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth or ch != ")":
+                continue
+            tail = line[i + 1:].strip()
+            rest = lines[k + 1:]
+            if not tail:
+                return rest[1:] if rest and not rest[0].strip() else rest
+            if tail.startswith(":") and tail[1:].strip():
+                text = tail[1:].strip()
+                return [text[:1].upper() + text[1:]] + rest
+            return lines           # "-> ..." or prose after the call: left as written
+    return lines
+
+
 def _process_docstring(app, what, name, obj, options, lines):
+    if what in ("class", "function", "method"):
+        lines[:] = drop_call_form(name.rsplit(".", 1)[-1], obj, list(lines))
     cleaned = clean_docstring(list(lines))
     lines[:] = cleaned
 
