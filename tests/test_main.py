@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """`python -m barecuda`: the report and the self-test, in a subprocess."""
 
+import io
 import os
 import subprocess
 import sys
@@ -30,6 +31,10 @@ def test_main_reports_nvrtc_and_cache(tmp_path):
     else:
         assert "no GPU: " in out
         assert "compiled the self-test kernel for sm_" in out and "but cannot run it" in out
+    # a CCCL beside the headers found (the toolkit's, or NVIDIA's wheel) is not worth a line
+    from barecuda import compiler
+    if compiler._find_header(compiler.CCCL_MARKER, compiler._toolkit_include_dirs()):
+        assert "CCCL: not found" not in out
     # the compiled kernel went to the cache
     assert len([f for f in os.listdir(tmp_path / "cache") if f.endswith(".bin")]) == 1
 
@@ -58,3 +63,21 @@ def test_main_fails_without_nvrtc(tmp_path):
     assert proc.returncode == 1
     assert "FAILED: NVRTC could not be loaded" in proc.stdout
     assert "BARECUDA_NVRTC" in proc.stdout
+
+
+def test_main_says_when_cccl_is_missing(tmp_path, monkeypatch):
+    """Headers from NVIDIA's runtime wheel but no CCCL (PyTorch's CUDA 13 environment):
+    the report says what cannot compile and what to install."""
+    from barecuda import compiler
+    from barecuda.__main__ import main
+    inc = tmp_path / "site" / "nvidia" / "cu13" / "include"
+    inc.mkdir(parents=True)
+    (inc / "cuda_fp16.h").write_text("// the runtime wheel's\n")
+    monkeypatch.setattr(compiler, "_toolkit_include_dirs", lambda: [str(inc)])
+    monkeypatch.setenv("BARECUDA_CACHE_DIR", str(tmp_path / "cache"))
+    out = io.StringIO()
+    main([], out=out)
+    text = out.getvalue()
+    assert f"CUDA headers: {inc}\n" in text, text
+    line = next(x for x in text.splitlines() if x.startswith("CCCL: "))
+    assert "curandom" in line and "<cuda/std/...>" in line and "nvidia-cuda-cccl" in line, line

@@ -105,6 +105,10 @@ def main(argv=None, out=sys.stdout):
     out.write("CUDA headers: " + (", ".join(dirs) if dirs else
                                   "none found (kernels can include barecuda's own only)")
               + "\n")
+    if dirs and compiler._find_header(compiler.CCCL_MARKER, dirs) is None:
+        out.write("CCCL: not found beside those headers, so curandom and kernels that "
+                  "include <cuda/std/...>, <cub/...>, <thrust/...> or <nv/target> cannot "
+                  "compile: " + compiler._cccl_install_advice() + "\n")
     out.write(f"kernel cache: {compiler.get_cache_dir() or 'off'}\n")
 
     try:
