@@ -597,3 +597,19 @@ def test_missing_cccl_header_says_what_to_install(monkeypatch):
         ptx(kernel(["cuda/std/no_such_header"], "y[0] = 1.0f;"), wrap=False)
     assert 'cannot open source file "cuda/std/no_such_header"' in str(info.value)
     assert "hint:" not in str(info.value)
+
+
+def test_toolkit_include_dirs_are_looked_up_once(monkeypatch):
+    """Every compile asks for the toolkit's include directories; sys.path is searched
+    for NVIDIA's wheels once per process, and callers get a copy they may change."""
+    from barecuda._compile import toolkit
+    monkeypatch.delitem(toolkit._once, "toolkit_dirs", raising=False)
+    calls = []
+    real = toolkit._toolkit_dirs
+    monkeypatch.setattr(toolkit, "_toolkit_dirs", lambda tk: calls.append(tk) or real(tk))
+    first = toolkit._toolkit_include_dirs()
+    first.append("/changed/by/a/caller")
+    second = toolkit._toolkit_include_dirs()
+    assert calls == [toolkit._toolkit_include()]
+    assert "/changed/by/a/caller" not in second
+    assert second == real(toolkit._toolkit_include())

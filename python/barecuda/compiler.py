@@ -128,6 +128,7 @@ from barecuda._compile.toolkit import (  # noqa: F401
     _toolkit_dirs,
     _toolkit_include,
     _toolkit_include_dirs,
+    _wheel_companions,
     _wheel_header_dirs,
     get_cache_dir as get_cache_dir,
 )

@@ -214,27 +214,24 @@ def _find_curand_headers() -> Any:
     if ent is not None:
         return ent
     base = compiler._toolkit_include_dirs()
-    searched = base + compiler._wheel_header_dirs("curand_kernel.h")
-    where = compiler._find_header("curand_kernel.h", searched)
+    extra = compiler._wheel_companions(base)    # a toolkit without them: from the wheels
+    where = compiler._find_header("curand_kernel.h", base + extra)
     if where is None:
+        searched = base + compiler._wheel_header_dirs("curand_kernel.h")
         raise _drv.RuntimeError(
             "curand_kernel.h (cuRAND's device API, needed by the curandom generators) was "
             "not found; searched:\n  " + "\n  ".join(searched or ["(no CUDA toolkit found)"])
             + "\nInstall the CUDA toolkit or NVIDIA's wheels (`pip install \"barecuda[cu13]\"`), "
             "or set CUDA_HOME")
-    extra = [] if where in base else [where]
     marker = compiler.CCCL_MARKER
-    if compiler._find_header(marker, base + extra) is None:
-        std = compiler._wheel_header_dirs(marker)
-        cccl = compiler._find_header(marker, std)
-        if cccl is not None:
-            extra.append(cccl)
-        elif _needs_cccl(os.path.join(where, "curand_kernel.h")):
-            raise _drv.RuntimeError(
-                f"{os.path.join(where, 'curand_kernel.h')} includes <nv/target>, a header of "
-                "CCCL (NVIDIA's C++ core libraries), and no CCCL was found; searched:\n  "
-                + "\n  ".join([os.path.join(d, "cccl") for d in base] + std)
-                + "\nTo fix: " + compiler._cccl_install_advice())
+    if compiler._find_header(marker, base + extra) is None \
+            and _needs_cccl(os.path.join(where, "curand_kernel.h")):
+        raise _drv.RuntimeError(
+            f"{os.path.join(where, 'curand_kernel.h')} includes <nv/target>, a header of "
+            "CCCL (NVIDIA's C++ core libraries), and no CCCL was found; searched:\n  "
+            + "\n  ".join([os.path.join(d, "cccl") for d in base]
+                           + compiler._wheel_header_dirs(marker))
+            + "\nTo fix: " + compiler._cccl_install_advice())
     _CACHE["include"] = extra
     return extra
 

@@ -69,12 +69,12 @@ def _toolkit_include():
 # folders under site-packages/nvidia/: CUDA 13's share cu13/include (CCCL in its cccl/
 # subfolder), CUDA 12's have one each.  <curand_kernel.h> and CCCL (<cuda/std/...>, and
 # <nv/target>, which CUDA 13's curand_kernel.h includes) are looked for in each.
-_WHEEL_HEADERS = {
-    "curand_kernel.h": ("cu13/include", "curand/include"),
-    os.path.join("cuda", "std", "type_traits"): ("cu13/include/cccl", "cuda_cccl/include"),
-}
 #: A file every CCCL has: an include directory holding it is a CCCL directory.
 CCCL_MARKER = os.path.join("cuda", "std", "type_traits")
+_WHEEL_HEADERS = {
+    "curand_kernel.h": ("cu13/include", "curand/include"),
+    CCCL_MARKER: ("cu13/include/cccl", "cuda_cccl/include"),
+}
 
 
 def _cccl_install_advice():
@@ -110,6 +110,18 @@ def _wheel_header_dirs(rel):
     return [os.path.join(w, sub) for w in _wheel_roots() for sub in _WHEEL_HEADERS[rel]]
 
 
+def _wheel_companions(dirs):
+    """The folders of NVIDIA's wheels on sys.path that hold what `dirs` lack of
+    _WHEEL_HEADERS (cuRAND's device headers, CCCL), in that order."""
+    found = []
+    for rel in _WHEEL_HEADERS:
+        if _find_header(rel, dirs + found) is None:
+            where = _find_header(rel, _wheel_header_dirs(rel))
+            if where is not None:
+                found.append(where)
+    return found
+
+
 def _toolkit_dirs(toolkit):
     """The toolkit's include directory and, when there, its CCCL directory
     (<cuda/std/...>, which CUDA 13's <curand_kernel.h> includes under NVRTC).
@@ -123,17 +135,16 @@ def _toolkit_dirs(toolkit):
     if os.path.isdir(os.path.join(cccl, "cuda")):
         dirs.append(cccl)
     if os.path.basename(os.path.dirname(os.path.dirname(toolkit))) == "nvidia":
-        for rel in _WHEEL_HEADERS:
-            if _find_header(rel, dirs) is None:
-                where = _find_header(rel, _wheel_header_dirs(rel))
-                if where is not None:
-                    dirs.append(where)
+        dirs += _wheel_companions(dirs)
     return dirs
 
 
 def _toolkit_include_dirs():
-    """_toolkit_dirs() of the toolkit found here (an empty list when none is)."""
-    return _toolkit_dirs(_toolkit_include())
+    """_toolkit_dirs() of the toolkit found here (an empty list when none is), looked
+    up once: every compile asks (a search of sys.path took 0.18 ms a call)."""
+    if "toolkit_dirs" not in _once:
+        _once["toolkit_dirs"] = _toolkit_dirs(_toolkit_include())
+    return list(_once["toolkit_dirs"])
 
 
 def _nvrtc_path():
