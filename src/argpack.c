@@ -385,9 +385,10 @@ classify_arg(bc_State *st, Py_ssize_t i, PyObject *arg, uint64_t tmp[2], const v
         goto pointer;
     }
     if (tp->tp_base == (PyTypeObject *)st->ArrayBaseType ||
-        tp == (PyTypeObject *)st->PooledAllocationType || tp == (PyTypeObject *)st->ArrayBaseType) {
-        /* GPUArray (a direct subclass of _ArrayBase) or a pooled block: their
-         * pointer, without first asking for the attributes they do not have. */
+        tp == (PyTypeObject *)st->PooledAllocationType ||
+        PyType_IsSubtype(tp, (PyTypeObject *)st->ArrayBaseType)) {
+        /* GPUArray (or a library's subclass of it) or a pooled block: their
+         * pointer (gpudata's), without first asking for attributes they lack. */
         CUdeviceptr p;
         if (bc_pointer_convert(st, arg, &p, NULL) < 0)
             return -1;
@@ -421,12 +422,14 @@ classify_arg(bc_State *st, Py_ssize_t i, PyObject *arg, uint64_t tmp[2], const v
             return -1;
         CUdeviceptr p;
         int rc = bc_pointer_convert(st, alloc, &p, NULL);
+        if (rc == 0 && pb->handlers == NULL && (pb->handlers = PyList_New(0)) == NULL)
+            rc = -1;
+        /* the handler, then the memory it gave: kept until the stream is done */
+        if (rc == 0 && (PyList_Append(pb->handlers, arg) < 0 ||
+                        PyList_Append(pb->handlers, alloc) < 0))
+            rc = -1;
         Py_DECREF(alloc);
         if (rc < 0)
-            return -1;
-        if (pb->handlers == NULL && (pb->handlers = PyList_New(0)) == NULL)
-            return -1;
-        if (PyList_Append(pb->handlers, arg) < 0)
             return -1;
         tmp[0] = (uint64_t)p;
         goto pointer;

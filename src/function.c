@@ -39,16 +39,46 @@ module_ok(bc_State *st, bc_Function *f)
     return 0;
 }
 
+/* PyCUDA's argument-handler protocol (driver.ArgumentHandler, In, Out, InOut, or
+ * any object with get_device_alloc()).  `handlers` lists each handler followed
+ * by the memory its get_device_alloc() gave.  Before the launch each handler's
+ * pre_call(stream) runs; after it, post_call(stream) runs where a handler has
+ * one (ArgumentHandler has none, Out and InOut do), the kernel finished first
+ * when `stream` is None (the default stream), as PyCUDA synchronizes there; on
+ * a stream, the memory stays alive until the stream is done (the kernel may
+ * still read it). */
 BC_COLD static int
-call_handlers(PyObject *handlers, const char *method, PyObject *stream)
+call_handlers(bc_State *st, PyObject *handlers, int after, PyObject *stream, CUstream s)
 {
-    if (handlers == NULL)
-        return 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(handlers); i++) {
-        PyObject *r = PyObject_CallMethod(PyList_GET_ITEM(handlers, i), method, "O", stream);
-        if (r == NULL)
+    const char *name = after ? "post_call" : "pre_call";
+    int finished = !after || stream != Py_None;
+    for (Py_ssize_t i = 0; i + 1 < PyList_GET_SIZE(handlers); i += 2) {
+        PyObject *h = PyList_GET_ITEM(handlers, i);
+        PyObject *method = PyObject_GetAttrString(h, name);
+        if (method == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+        } else {
+            if (!finished) {
+                CUresult rc;
+                Py_BEGIN_ALLOW_THREADS
+                rc = bc_drv.cuStreamSynchronize(s);
+                Py_END_ALLOW_THREADS
+                if (bc_check(st, rc, "cuStreamSynchronize") < 0) {
+                    Py_DECREF(method);
+                    return -1;
+                }
+                finished = 1;
+            }
+            PyObject *r = PyObject_CallOneArg(method, stream);
+            Py_DECREF(method);
+            if (r == NULL)
+                return -1;
+            Py_DECREF(r);
+        }
+        if (after && bc_stream_keep_alive(st, stream, PyList_GET_ITEM(handlers, i + 1)) < 0)
             return -1;
-        Py_DECREF(r);
     }
     return 0;
 }
@@ -173,7 +203,7 @@ call_launch(bc_State *st, bc_Function *f, PyObject *const *argv, Py_ssize_t n, P
     if (bc_args_pack_call_memo(st, f, argv, n, &pb) < 0 || module_ok(st, f) < 0)
         goto done;
     PyObject *stream_obj = stream ? stream : Py_None;
-    if (pb.handlers && call_handlers(pb.handlers, "pre_call", stream_obj) < 0)
+    if (pb.handlers && call_handlers(st, pb.handlers, 0, stream_obj, s) < 0)
         goto done;
     if (timed && timer_start(st, &t, s) < 0)
         goto done;
@@ -183,7 +213,7 @@ call_launch(bc_State *st, bc_Function *f, PyObject *const *argv, Py_ssize_t n, P
         if ((out = timer_stop(st, &t, s)) == NULL)
             goto done;
     }
-    if (pb.handlers && call_handlers(pb.handlers, "post_call", stream_obj) < 0) {
+    if (pb.handlers && call_handlers(st, pb.handlers, 1, stream_obj, s) < 0) {
         Py_CLEAR(out);
         goto done;
     }
@@ -508,7 +538,7 @@ function_launch_ex(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, P
     PyObject *stream_obj = stream ? stream : Py_None;
     if (bc_args_pack_call(st, self, args + 2, nargs - 2, &pb) < 0 || module_ok(st, self) < 0)
         goto done;
-    if (pb.handlers && call_handlers(pb.handlers, "pre_call", stream_obj) < 0)
+    if (pb.handlers && call_handlers(st, pb.handlers, 0, stream_obj, s) < 0)
         goto done;
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -537,7 +567,7 @@ function_launch_ex(bc_Function *self, PyObject *const *args, Py_ssize_t nargs, P
     BC_TRACE_END(st, tt, rc);
     if (bc_check(st, rc, "cuLaunchKernelEx") < 0)
         goto done;
-    if (pb.handlers && call_handlers(pb.handlers, "post_call", stream_obj) < 0)
+    if (pb.handlers && call_handlers(st, pb.handlers, 1, stream_obj, s) < 0)
         goto done;
     out = Py_NewRef(Py_None);
 done:

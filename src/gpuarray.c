@@ -87,7 +87,6 @@ static PyMemberDef arraybase_members[] = {
     {"dtype", T_OBJECT_EX, offsetof(bc_ArrayBase, dtype), 0, NULL},
     {"size", T_OBJECT_EX, offsetof(bc_ArrayBase, size), 0, NULL},
     {"strides", T_OBJECT_EX, offsetof(bc_ArrayBase, strides), 0, NULL},
-    {"gpudata", T_OBJECT_EX, offsetof(bc_ArrayBase, gpudata), 0, NULL},
     {"ptr", T_OBJECT_EX, offsetof(bc_ArrayBase, ptr), 0, NULL},
     {"base", T_OBJECT_EX, offsetof(bc_ArrayBase, base), 0, NULL},
     {"allocator", T_OBJECT_EX, offsetof(bc_ArrayBase, allocator), 0, NULL},
@@ -96,6 +95,74 @@ static PyMemberDef arraybase_members[] = {
     {"_mem", T_OBJECT_EX, offsetof(bc_ArrayBase, mem), 0, NULL},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_ArrayBase, weakreflist), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
+};
+
+/* gpudata, as PyCUDA has it: whatever holds the memory (a DeviceAllocation, an
+ * int, any object with __int__, or None when empty), assignable by subclasses
+ * (`self.gpudata = int(base) + offset`).  Assigning it sets ptr, the address the
+ * fast paths read, and an object (not an int) also becomes the memory kept alive. */
+static PyObject *
+arraybase_get_gpudata(PyObject *self, void *Py_UNUSED(closure))
+{
+    bc_ArrayBase *a = (bc_ArrayBase *)self;
+    if (a->gpudata == NULL)
+        return PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute 'gpudata'",
+                            Py_TYPE(self)->tp_name);
+    return Py_NewRef(a->gpudata);
+}
+
+static int
+address_of(bc_State *st, PyObject *value, CUdeviceptr *out)
+{
+    *out = 0;
+    if (value == Py_None)
+        return 0;
+    if (bc_pointer_convert(st, value, out, NULL) == 0)
+        return 0;
+    PyTypeObject *tp = Py_TYPE(value);
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) || tp->tp_as_number == NULL ||
+        tp->tp_as_number->nb_int == NULL)
+        return -1;
+    PyErr_Clear(); /* an object with only __int__, as PyCUDA takes */
+    PyObject *v = PyNumber_Long(value);
+    if (v == NULL)
+        return -1;
+    unsigned long long p = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (p == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Format(PyExc_ValueError, "gpudata: int(%.100s) is not a device address",
+                     tp->tp_name);
+        return -1;
+    }
+    *out = (CUdeviceptr)p;
+    return 0;
+}
+
+static int
+arraybase_set_gpudata(PyObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    bc_ArrayBase *a = (bc_ArrayBase *)self;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "gpudata cannot be deleted");
+        return -1;
+    }
+    CUdeviceptr p;
+    if (address_of(bc_state_of(self), value, &p) < 0)
+        return -1;
+    PyObject *ptr = PyLong_FromUnsignedLongLong((unsigned long long)p);
+    if (ptr == NULL)
+        return -1;
+    Py_XSETREF(a->ptr, ptr);
+    if (value != Py_None && !PyLong_Check(value))
+        Py_XSETREF(a->mem, Py_NewRef(value));
+    Py_XSETREF(a->gpudata, Py_NewRef(value));
+    return 0;
+}
+
+static PyGetSetDef arraybase_getset[] = {
+    {"gpudata", arraybase_get_gpudata, arraybase_set_gpudata,
+     "the memory: a DeviceAllocation, an int address, an object with __int__, or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyDoc_STRVAR(arraybase_doc,
@@ -108,6 +175,7 @@ static PyType_Slot arraybase_slots[] = {
     {Py_tp_traverse, arraybase_traverse},
     {Py_tp_clear, arraybase_clear},
     {Py_tp_members, arraybase_members},
+    {Py_tp_getset, arraybase_getset},
     {Py_tp_doc, (void *)arraybase_doc},
     {0, NULL},
 };

@@ -84,7 +84,9 @@ from barecuda._core.cuda_arrays import (  # noqa: E402
 class ArgumentHandler:
     """Base of In, Out and InOut: a host NumPy array passed to a kernel through a
     temporary device copy.  Function.__call__ (and launch_ex) recognise any object
-    with get_device_alloc(), pre_call(stream) and post_call(stream)."""
+    with get_device_alloc() (its memory is what the kernel gets) and call its
+    pre_call(stream) and post_call(stream) where it has them; a subclass may
+    define get_device_alloc() alone, without calling this __init__."""
 
     def __init__(self, array: _npt.NDArray[Any]) -> None:
         import numpy
@@ -115,21 +117,12 @@ class ArgumentHandler:
 
         `stream` is the launch's Stream, or None for the default stream.  The base
         class does nothing; In and InOut copy the host array to the device here.
+        The base class has no post_call: the launch calls post_call(stream) only on
+        handlers that define it (Out and InOut), after the kernel has finished when
+        `stream` is None, and keeps the memory of get_device_alloc() alive until a
+        given `stream` is done.
         """
         pass
-
-    def post_call(self, stream: Stream | None) -> None:
-        """post_call(stream): called by the launch after the kernel is queued.
-
-        The base class keeps the device copy alive until `stream` has finished (the
-        kernel may still be running); Out and InOut first queue the copy back into the
-        host array (synchronously when `stream` is None, as in PyCUDA).
-        """
-        # The kernel may still run: keep the device copy until the stream is idle.
-        if stream is not None and self.dev_alloc is not None:
-            keep = getattr(stream, "_keep_alive", None)
-            if keep is not None:
-                keep(self.dev_alloc)
 
 
 def _to_device(handler, stream):
@@ -180,7 +173,6 @@ class Out(ArgumentHandler):
         copy is kept alive until the stream is done.
         """
         _from_device(self, stream)
-        super().post_call(stream)
 
 
 class InOut(In, Out):

@@ -66,9 +66,9 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         if z is not None:
             return z
     ty = type(y)
-    if ty is GPUArray and x.shape != y.shape and (x.shape == () or y.shape == ()):
-        return _binary_0d(op, y, x, out, stream) if reverse else _binary_0d(op, x, y, out, stream)
-    if ty is GPUArray:
+    if ty is GPUArray or isinstance(y, GPUArray):    # a subclass's instance too
+        if x.shape != y.shape and (x.shape == () or y.shape == ()):
+            return _binary_0d(op, y, x, out, stream) if reverse else _binary_0d(op, x, y, out, stream)
         if x.shape != y.shape:
             raise ValueError(f"operands could not be used together: shapes {x.shape} and {y.shape} "
                              "differ (broadcasting is not supported)")

@@ -74,6 +74,24 @@ def register_operations(**operations: Callable[..., Any]) -> None:
         setattr(_ops, name, func)
 
 
+class _derived:
+    """A GPUArray attribute computed from its fields that an instance may also set.
+
+    PyCUDA's GPUArray.__init__ stores nbytes, itemsize, mem_size, _grid and _block
+    on the instance, and libraries assign them (``self.nbytes = n`` in a subclass's
+    __init__).  This is a non-data descriptor: until assigned, the value follows the
+    fields; once assigned, the instance's own value (in its __dict__) wins.
+    """
+
+    def __init__(self, fget: Callable[[Any], Any]) -> None:
+        self.fget = fget
+        self.__doc__ = fget.__doc__
+        self.__name__ = fget.__name__
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else self.fget(obj)
+
+
 @public(_HOME)
 class GPUArray(_cdrv._ArrayBase):
     """GPUArray(shape, dtype, allocator=None, base=None, gpudata=None, strides=None,
@@ -86,8 +104,10 @@ class GPUArray(_cdrv._ArrayBase):
 
     __array_priority__ = 100
     __array_ufunc__ = None   # NumPy scalars and ufuncs defer to our operators
-    __slots__ = ()   # the fields (shape, dtype, size, strides, gpudata, ptr, base,
-    # allocator, _c, _f, _mem) live in the C base, so C fast paths can make results
+    # The fields (shape, dtype, size, strides, gpudata, ptr, base, allocator, _c, _f,
+    # _mem) live in the C base, so C fast paths can make results; instances also have
+    # a __dict__, as PyCUDA's do: libraries set attributes of their own on arrays, and
+    # subclasses assign nbytes, itemsize, mem_size, _grid and _block (see _derived).
 
     def __init__(self, shape: _ShapeLike, dtype: npt.DTypeLike, allocator: _Allocator | None = None,
                  base: Any = None, gpudata: Any = None, strides: Sequence[int] | None = None,
@@ -112,37 +132,33 @@ class GPUArray(_cdrv._ArrayBase):
         self.strides = strides
         self.base = base
         self.allocator = allocator
-        if gpudata is None:
-            if size:
-                gpudata = _alloc(size * dtype.itemsize, allocator, stream)
-                self.ptr = int(gpudata)
-            else:
-                self.ptr = 0
-            self._mem = gpudata
-        else:
-            self.ptr = int(gpudata)
-            self._mem = gpudata if not isinstance(gpudata, int) else None
+        self._mem = None
+        if gpudata is None and size:
+            gpudata = _alloc(size * dtype.itemsize, allocator, stream)
+        # sets ptr too; memory held by an object (not a bare int) is kept alive as _mem
         self.gpudata = gpudata
         self._c, self._f = _layout(shape, strides, dtype.itemsize)
 
     # ----------------------------------------------------------- attributes
 
-    @property
+    @_derived
     def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        """Bytes of the elements (size times itemsize)."""
+        return self.size * self.dtype.itemsize  # type: ignore[no-any-return]
 
-    @property
+    @_derived
     def itemsize(self) -> int:
-        return self.dtype.itemsize
+        """Bytes of one element."""
+        return self.dtype.itemsize  # type: ignore[no-any-return]
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @_derived
     def mem_size(self) -> int:
         """Number of elements (PyCUDA's name)."""
-        return self.size
+        return self.size  # type: ignore[no-any-return]
 
     @property
     def flags(self) -> ArrayFlags:
@@ -151,12 +167,12 @@ class GPUArray(_cdrv._ArrayBase):
     # --- PyCUDA's launch geometry and texref binding, for programs that launch the
     # --- kernels of elementwise.get_*_kernel themselves (kern helper)
 
-    @property
+    @_derived
     def _grid(self) -> tuple[int, int]:
         """A grid for a grid-stride kernel over this array (PyCUDA's attribute)."""
         return (_kcache.grid_for(self.size), 1)
 
-    @property
+    @_derived
     def _block(self) -> tuple[int, int, int]:
         """The block matching ``_grid`` (PyCUDA's attribute)."""
         return (_kcache.BLOCK, 1, 1)
@@ -352,8 +368,8 @@ class GPUArray(_cdrv._ArrayBase):
         v.dtype = dtype
         v.size = _prod(shape)
         v.strides = strides
-        v.ptr = self.ptr + ptr_offset
-        v.gpudata = v.ptr if (ptr_offset or not self.ptr) else self.gpudata
+        ptr = self.ptr
+        v.gpudata = ptr + ptr_offset if (ptr_offset or not ptr) else self.gpudata
         v.base = self
         v.allocator = self.allocator
         v._mem = self._mem
@@ -380,6 +396,21 @@ class GPUArray(_cdrv._ArrayBase):
             else:
                 _strided_copy(out, self, stream)
         return out
+
+    def _new_like_me(self, dtype: npt.DTypeLike | None = None, order: str = "C") -> GPUArray:
+        """_new_like_me(dtype=None, order="C"): a new, uninitialised array of this
+        shape and class, of `dtype` (default: this array's), made by calling the class
+        as ``type(self)(shape, dtype, allocator=..., strides=..., order=...)``.
+
+        The results of operations on a subclass's instances are made here, as in
+        PyCUDA: a subclass whose __init__ takes other arguments overrides it (as
+        ``_new_like_me(self, dtype=None)``) to keep its type through arithmetic.
+        With this array's dtype and a dense layout, the result has the same strides.
+        """
+        dtype = self.dtype if dtype is None else _check_dtype(dtype)
+        strides = self.strides if dtype == self.dtype and (self._c or self._f) else None
+        return type(self)(self.shape, dtype, allocator=self.allocator, strides=strides,
+                          order=order)
 
     def __copy__(self) -> GPUArray:
         return self.copy()
@@ -809,10 +840,6 @@ class GPUArray(_cdrv._ArrayBase):
         """
         return self._scalar()
 
-    def __iter__(self) -> Iterator[GPUArray]:
-        for k in range(len(self)):
-            yield self[k]
-
     def __array__(self, dtype: npt.DTypeLike | None = None,
                   copy: bool | None = None) -> npt.NDArray[Any]:
         a = self.get()
@@ -836,13 +863,7 @@ def _new_array(shape: tuple[int, ...], dtype: np.dtype[Any], allocator: Any,
     z._c = z._f = True if len(shape) < 2 or n == 0 else None  # type: ignore[assignment]
     if z._c is None:
         z._c, z._f = _layout(shape, z.strides, dtype.itemsize)
-    if n:
-        mem = _alloc(n * dtype.itemsize, allocator, stream)
-        z.ptr = int(mem)
-    else:
-        mem = None
-        z.ptr = 0
-    z.gpudata = z._mem = mem
+    z.gpudata = z._mem = _alloc(n * dtype.itemsize, allocator, stream) if n else None
     return z
 
 
@@ -855,15 +876,19 @@ def _new_scalar(dtype: np.dtype[Any], allocator: Any, stream: Stream | None) -> 
     z.base = None
     z.allocator = allocator
     z._c = z._f = True
-    z.gpudata = z._mem = mem = _alloc(dtype.itemsize, allocator, stream)
-    z.ptr = int(mem)
+    z.gpudata = z._mem = _alloc(dtype.itemsize, allocator, stream)
     return z
 
 
 def _empty_as(x: GPUArray, dtype: np.dtype[Any], stream: Stream | None) -> GPUArray:
     """A new dense array with x's shape and memory order (x must be C- or F-contiguous)
     and `dtype`, so elementwise kernels can walk both with one flat index; skips
-    __init__'s checks."""
+    __init__'s checks.  The result of an operation on a subclass's instance is made by
+    its ``_new_like_me(dtype)``, as PyCUDA makes it, when that gives the layout asked."""
+    if type(x) is not GPUArray:
+        z = x._new_like_me(dtype)
+        if z.shape == x.shape and z.dtype == dtype and ((z._c and x._c) or (z._f and x._f)):
+            return z
     z = GPUArray.__new__(GPUArray)
     z.shape = x.shape
     z.dtype = dtype
@@ -877,13 +902,7 @@ def _empty_as(x: GPUArray, dtype: np.dtype[Any], stream: Stream | None) -> GPUAr
         make = _c_strides if x._c else _f_strides
         z.strides = make(x.shape, dtype.itemsize)
         z._c, z._f = _layout(x.shape, z.strides, dtype.itemsize)
-    if n:
-        mem = _alloc(n * dtype.itemsize, a, stream)
-        z.ptr = int(mem)
-    else:
-        mem = None
-        z.ptr = 0
-    z.gpudata = z._mem = mem
+    z.gpudata = z._mem = _alloc(n * dtype.itemsize, a, stream) if n else None
     return z
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from barecuda import _driver as _cdrv
 from barecuda._array import kept as _kept
+from barecuda._array.layout import _alloc
 from barecuda._kernels.cdecl import dtype_to_ctype
 from barecuda._kernels.elementwise import ElementwiseKernel
 
@@ -62,8 +63,25 @@ def _kernel(key: Any, arguments: str, operation: str, name: str,
 
 
 def _reverse_kernel(dt: np.dtype[Any]) -> ElementwiseKernel:
-    ct = dtype_to_ctype(dt)
-    return _kernel(("reverse", dt), f"{ct} *z, {ct} *x", "z[i] = x[n - 1 - i]", "bc_reverse")
+    pt, ct, decl = _item_ctype(dt)
+    return _kernel(("reverse", dt), f"{pt} *z, {pt} *x",
+                   f"{_at('z', 'i', pt, ct)} = {_at('x', 'n - 1 - i', pt, ct)}", "bc_reverse",
+                   decl)
+
+
+def _item_ctype(dt: np.dtype[Any]) -> tuple[str, str, str]:
+    """How kernels that only move items of dtype dt (copies, fills, reversal) name
+    them: (the pointee type of their pointer arguments, the item type, the declaration
+    it needs).  The dtype's own C type where it has one; else (a structured dtype,
+    bytes ...) a struct of its size and alignment, whose assignment copies the bytes
+    as they are, reached through unsigned char pointers (see _at)."""
+    try:
+        ct = dtype_to_ctype(dt)
+        return ct, ct, ""
+    except TypeError:
+        n, a = dt.itemsize, dt.alignment
+        name = f"bc_item_{n}_{a}"
+        return "unsigned char", name, f"struct __align__({a}) {name} {{ unsigned char b[{n}]; }};"
 
 
 def _ct(dt: np.dtype[Any]) -> str:
@@ -71,19 +89,24 @@ def _ct(dt: np.dtype[Any]) -> str:
     return "float" if dt == np.float16 else dtype_to_ctype(dt)
 
 
+def _at(ptr: str, index: str, pt: str, ct: str) -> str:
+    """The C lvalue of item `index` of argument `ptr` (see _item_ctype)."""
+    return f"{ptr}[{index}]" if pt == ct else f"(({ct} *){ptr})[{index}]"
+
+
 def _strided_copy_kernel(dt: np.dtype[Any], nd: int) -> ElementwiseKernel:
     """dst[off(i)] = src[off(i)] over an nd-dimensional index space (strides in elements)."""
     key = ("strided_copy", dt, nd)
     k = _kernels.get(key)
     if k is None:
-        ct = dtype_to_ctype(dt)
-        args = [f"{ct} *dst", f"{ct} *src"] + [f"long long sh{k}, long long ds{k}, long long ss{k}"
+        pt, ct, decl = _item_ctype(dt)
+        args = [f"{pt} *dst", f"{pt} *src"] + [f"long long sh{k}, long long ds{k}, long long ss{k}"
                                                for k in range(nd)]
         body = ["long long r = i, doff = 0, soff = 0, q;"]
         for d in reversed(range(nd)):
             body.append(f"q = r % sh{d}; r /= sh{d}; doff += q * ds{d}; soff += q * ss{d};")
-        body.append("(void)q; (void)r; dst[doff] = src[soff]")
-        k = _kernel(key, ", ".join(args), "\n".join(body), "bc_strided_copy")
+        body.append(f"(void)q; (void)r; {_at('dst', 'doff', pt, ct)} = {_at('src', 'soff', pt, ct)}")
+        k = _kernel(key, ", ".join(args), "\n".join(body), "bc_strided_copy", decl)
     return k
 
 
@@ -143,8 +166,17 @@ def _fill(ary: GPUArray, value: Any, stream: Stream | None) -> None:
         else:
             _drv.memset_d8(ary.ptr, word, ary.size)
         return
-    k = _fill_kernel(dt)
-    k.launch_flat(ary.size, [ary.ptr] + _scalar_flat(k, 1, v), stream)
+    pt, ct, decl = _item_ctype(dt)
+    if pt == ct:
+        k = _fill_kernel(dt)
+        k.launch_flat(ary.size, [ary.ptr] + _scalar_flat(k, 1, v), stream)
+        return
+    # an item with no C type: the kernel copies it from one item in device memory
+    item = _alloc(dt.itemsize, None, stream)   # stream-ordered: freed after the kernel
+    _htod(int(item), np.array(v, dt).reshape(1), False, stream)
+    k = _kernel(("fill_from", dt), "unsigned char *z, unsigned char *v",
+                f"{_at('z', 'i', pt, ct)} = {_at('v', '0', pt, ct)}", "bc_fill_from", decl)
+    k.launch_flat(ary.size, [ary.ptr, int(item)], stream)
 
 
 def _fill_kernel(dt: np.dtype[Any]) -> ElementwiseKernel:

@@ -14,7 +14,6 @@ import numpy as np
 
 from barecuda import _driver as _cdrv
 from barecuda._core.names import public
-from barecuda._kernels.cdecl import dtype_to_ctype
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -38,12 +37,22 @@ def _alloc(nbytes: int, allocator: Any, stream: Stream | None = None) -> Any:
 
 
 def _check_dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
+    """The np.dtype a GPUArray holds: any NumPy dtype of fixed-size items, structured
+    ones included (aligned, nested, with sub-array fields or padding), as PyCUDA's
+    GPUArray.  Copies, views and fills move their bytes as they are; operations that
+    compute need a dtype with a C type (TypeError from the operation otherwise).  TypeError for Python objects, zero-size
+    items, and a top-level sub-array dtype (give its dimensions in the shape)."""
     dt = np.dtype(dtype)
-    if dt not in _SUPPORTED:
-        try:
-            dtype_to_ctype(dt)
-        except TypeError:
-            raise TypeError(f"GPUArray does not support dtype {dt}") from None
+    if dt in _SUPPORTED:
+        return dt
+    if dt.hasobject:
+        raise TypeError(f"GPUArray does not support dtype {dt}: Python objects cannot live on "
+                        "the GPU")
+    if dt.subdtype is not None:
+        raise TypeError(f"GPUArray does not support the sub-array dtype {dt}: make the array "
+                        f"of {dt.base} with {dt.shape} appended to its shape")
+    if dt.itemsize == 0:
+        raise TypeError(f"GPUArray does not support dtype {dt}: its items have no bytes")
     return dt
 
 
