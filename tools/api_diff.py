@@ -199,6 +199,35 @@ def _mro_lookup(cls: type, name: str) -> Any:
 _MISSING = object()
 
 
+def _class_def(klass: type) -> ast.ClassDef | None:
+    """The ast of a Python class's definition.  inspect.getsource finds it by the
+    class's module; a class whose __module__ names the module that re-exports it (a
+    public face) is found through its methods' code instead."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        return next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        pass
+    for member in vars(klass).values():
+        if isinstance(member, (staticmethod, classmethod)):
+            member = member.__func__
+        elif isinstance(member, property):
+            member = member.fget
+        code = getattr(member, "__code__", None)
+        if code is None:
+            continue
+        try:
+            with open(code.co_filename, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.ClassDef) and node.name == klass.__name__
+                    and node.lineno <= code.co_firstlineno <= (node.end_lineno or 0)):
+                return node
+    return None
+
+
 def instance_attributes(cls: type) -> set[str]:
     """Names a Python class's methods assign as ``self.NAME = ...`` (from the source of
     every class in its MRO that has one), plus annotated class-level fields."""
@@ -206,11 +235,7 @@ def instance_attributes(cls: type) -> set[str]:
     for klass in cls.__mro__:
         if klass is object:
             continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError, SyntaxError, IndentationError):
-            continue
-        cdef = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+        cdef = _class_def(klass)
         if cdef is None:
             continue
         for item in cdef.body:
@@ -394,10 +419,12 @@ def _fmt(sigs: list[list[Param]]) -> str:
     return " | ".join("(" + ", ".join(map(str, s)) + ")" for s in sigs)
 
 
-def compare_callables(name: str, ref: Any, cand: Any, method: bool = False
-                      ) -> list[Difference]:
+def compare_callables(name: str, ref: Any, cand: Any, method: bool = False,
+                      cand_method: bool | None = None) -> list[Difference]:
+    """A difference when some call `ref` accepts is refused by `cand` (parameters of
+    methods compared without the instance's)."""
     rs = signatures(ref, drop_self=method)
-    cs = signatures(cand, drop_self=method and not _bound(cand))
+    cs = signatures(cand, drop_self=method if cand_method is None else cand_method)
     if rs is None or cs is None:
         return []
     bad = [r for r in rs if not any(_accepts(r, c) for c in cs)]
@@ -444,20 +471,46 @@ def _what(obj: Any) -> str:
     return "a value"
 
 
-def _member_callable(cls: type, name: str) -> Any:
+def _method_of(cls: type, name: str) -> tuple[Any, bool] | None:
+    """(the callable to read parameters from, whether its first parameter is the
+    instance) for member `name` of `cls`."""
+    raw = _mro_lookup(cls, name)
+    if raw is _MISSING:
+        return None
+    if isinstance(raw, staticmethod):
+        return raw.__func__, False
     try:
-        return getattr(cls, name)
+        obj = getattr(cls, name)
     except AttributeError:
         return None
+    if isinstance(raw, classmethod) or _bound(obj):
+        return obj, False
+    return obj, True
+
+
+def _effective(state: str, has_dict: bool) -> str:
+    """Whether assigning the attribute on an instance works: a method or class attribute
+    is shadowed by an instance attribute where instances have a __dict__."""
+    if state in ("method", "class attribute"):
+        return "assignable" if has_dict else "read-only"
+    return state
+
+
+def _have(b: bool) -> str:
+    return "have" if b else "have no"
 
 
 def compare_classes(qual: str, ref: type, cand: type, package: str = "pycuda"
                     ) -> list[Difference]:
+    """What an instance of `ref` (PyCUDA's) can do that one of `cand` cannot.  Where
+    barecuda allows more (a __dict__, an assignable attribute, more parameters) there is
+    no difference; membership in collections.abc counts both ways, since code branches
+    on it."""
     out: list[Difference] = []
     r_dict, c_dict = has_instance_dict(ref), has_instance_dict(cand)
-    if r_dict != c_dict:
-        out.append(Difference(qual, f"instances {'have' if r_dict else 'have no'} __dict__ in "
-                              f"pycuda, {'have' if c_dict else 'have no'} __dict__ in barecuda"))
+    if r_dict and not c_dict:
+        out.append(Difference(qual, "instances have __dict__ in pycuda, have no __dict__ "
+                              "in barecuda"))
     for abc in ABCS:
         a = getattr(collections.abc, abc)
         r, c = issubclass(ref, a), issubclass(cand, a)
@@ -465,56 +518,56 @@ def compare_classes(qual: str, ref: type, cand: type, package: str = "pycuda"
             out.append(Difference(qual, f"{'is' if r else 'is not'} {abc} in pycuda, "
                                   f"{'is' if c else 'is not'} {abc} in barecuda"))
     r_sub, c_sub = _subclass(ref), _subclass(cand)
-    if (r_sub is None) != (c_sub is None):
-        out.append(Difference(qual, f"{'subclassable' if r_sub else 'final'} in pycuda, "
-                              f"{'subclassable' if c_sub else 'final'} in barecuda"))
+    if r_sub is not None and c_sub is None:
+        out.append(Difference(qual, "subclassable in pycuda, final in barecuda"))
     elif r_sub is not None and c_sub is not None:
-        r, c = has_instance_dict(r_sub), has_instance_dict(c_sub)
-        if r != c:
-            out.append(Difference(qual, f"a subclass's instances {'have' if r else 'have no'} "
-                                  f"__dict__ in pycuda, {'have' if c else 'have no'} in barecuda"))
+        if has_instance_dict(r_sub) and not has_instance_dict(c_sub):
+            out.append(Difference(qual, "a subclass's instances have __dict__ in pycuda, "
+                                  "have no __dict__ in barecuda"))
     r_inst, c_inst = instance_attributes(ref), instance_attributes(cand)
-    members = class_members(ref, package) | r_inst
-    for m in sorted(members):
+    for m in sorted(class_members(ref, package) | r_inst):
         mq = f"{qual}.{m}"
         rs = attribute_state(ref, m, r_inst)
         cs = attribute_state(cand, m, c_inst)
+        if rs == "missing" or m in ("__init__", "__new__"):
+            continue
         if cs == "missing":
-            if m in ("__init__", "__new__") or rs == "missing":
-                continue
-            if c_dict and m in r_inst and rs == "assignable" and False:
-                continue
+            if m == "__hash__" and _mro_lookup(cand, m) is None:
+                continue        # said by Hashable
             out.append(Difference(mq, "missing in barecuda"))
             continue
-        if rs in ("assignable", "read-only") or cs in ("assignable", "read-only"):
-            if rs != cs and "unknown" not in (rs, cs):
-                out.append(Difference(mq, f"{rs} in pycuda, {cs} in barecuda"))
+        if "unknown" in (rs, cs):
             continue
-        if rs == "method":
-            if cs != "method" and not callable(_member_callable(cand, m)):
-                out.append(Difference(mq, f"a method in pycuda, a {cs} in barecuda"))
-                continue
-            r_obj, c_obj = _member_callable(ref, m), _member_callable(cand, m)
-            if r_obj is not None and c_obj is not None:
-                raw = _mro_lookup(ref, m)
-                is_method = not isinstance(raw, staticmethod) and not _bound(r_obj)
-                out += compare_callables(mq, r_obj, c_obj, method=is_method)
+        # (a method or class attribute of PyCUDA's is shadowed on instances that have a
+        # __dict__: the class's __dict__ line says that, not one line a method)
+        r_eff, c_eff = _effective(rs, r_dict), _effective(cs, c_dict)
+        if rs == "assignable" and c_eff != "assignable":
+            out.append(Difference(mq, "assignable in pycuda, read-only in barecuda"))
+        r_raw, c_raw = _mro_lookup(ref, m), _mro_lookup(cand, m)
+        r_prop = r_raw is not _MISSING and rs in ("assignable", "read-only") \
+            and m not in r_inst
+        if rs == "method" and c_raw is not _MISSING and cs != "method":
+            out.append(Difference(mq, f"a method in pycuda, "
+                                  f"{'a data attribute' if cs != 'class attribute' else 'a non-callable class attribute'} in barecuda"))
+            continue
+        if r_prop and cs == "method":
+            out.append(Difference(mq, "a data attribute in pycuda, a method in barecuda"))
+            continue
+        if rs == "method" and cs == "method":
+            r_m, c_m = _method_of(ref, m), _method_of(cand, m)
+            if r_m is not None and c_m is not None:
+                d = compare_callables(mq, r_m[0], c_m[0], method=r_m[1], cand_method=c_m[1])
+                out += d
     # the constructor
-    r_init, c_init = _mro_lookup(ref, "__init__"), _mro_lookup(cand, "__init__")
-    if r_init is not _MISSING and r_init is not object.__init__ and _owned(ref, "__init__",
-                                                                           package):
+    r_init = _mro_lookup(ref, "__init__")
+    if r_init is not _MISSING and _owned(ref, "__init__", package):
+        c_init = _mro_lookup(cand, "__init__")
         if c_init is _MISSING or c_init is object.__init__:
-            c_call: Any = cand
-            try:
-                inspect.signature(cand)
-            except (TypeError, ValueError):
-                c_call = None
-            if c_call is not None:
-                d = compare_callables(f"{qual}.__init__", r_init, c_call, method=True)
-                # `cand` itself is a class: its signature has no self to drop
-                out += [dataclasses.replace(x) for x in d]
+            out += compare_callables(f"{qual}.__init__", r_init, cand, method=True,
+                                     cand_method=False)
         else:
-            out += compare_callables(f"{qual}.__init__", r_init, c_init, method=True)
+            out += compare_callables(f"{qual}.__init__", r_init, c_init, method=True,
+                                     cand_method=True)
     return out
 
 
@@ -539,27 +592,15 @@ def compare_modules(ref: types.ModuleType, cand: types.ModuleType | None, qual: 
             continue
         c = getattr(cand, name)
         rw, cw = _what(r), _what(c)
-        if rw != cw and not (rw == "a function" and cw == "a class"
-                             or rw == "a class" and cw == "a function" and name.startswith("_")):
+        if rw != cw and not (rw == "a function" and cw == "a class"):
             out.append(Difference(q, f"{rw} in pycuda, {cw} in barecuda"))
             continue
         if inspect.isclass(r) and inspect.isclass(c):
-            if not name.startswith("_"):
+            if not name.startswith("_"):    # a private class: its presence only
                 out += compare_classes(q, r, c, package)
-            else:
-                out += compare_callables(q, _init_of(r), c if not _init_owned(c) else
-                                         _init_of(c), method=True) if False else []
         elif callable(r) and callable(c):
             out += compare_callables(q, r, c)
     return out
-
-
-def _init_of(cls: type) -> Any:
-    return _mro_lookup(cls, "__init__")
-
-
-def _init_owned(cls: type) -> bool:
-    return _mro_lookup(cls, "__init__") is not object.__init__
 
 
 def submodules(package: types.ModuleType) -> list[str]:
