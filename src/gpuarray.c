@@ -120,8 +120,8 @@ address_of(bc_State *st, PyObject *value, CUdeviceptr *out)
     if (bc_pointer_convert(st, value, out, NULL) == 0)
         return 0;
     PyTypeObject *tp = Py_TYPE(value);
-    if (!PyErr_ExceptionMatches(PyExc_TypeError) || tp->tp_as_number == NULL ||
-        tp->tp_as_number->nb_int == NULL)
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) || PyFloat_Check(value) ||
+        tp->tp_as_number == NULL || tp->tp_as_number->nb_int == NULL)
         return -1;
     PyErr_Clear(); /* an object with only __int__, as PyCUDA takes */
     PyObject *v = PyNumber_Long(value);

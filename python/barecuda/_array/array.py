@@ -253,9 +253,12 @@ class GPUArray(_cdrv._ArrayBase):
         # first waited for when it is busy: a consumer on a non-blocking stream then
         # reads finished data too.
         _interop.settle_default_stream()
-        return {"shape": self.shape, "typestr": self.dtype.str,
-                "data": (self.ptr, False), "version": 3,
-                "strides": self.strides, "stream": None}
+        cai = {"shape": self.shape, "typestr": self.dtype.str,
+               "data": (self.ptr, False), "version": 3,
+               "strides": self.strides, "stream": None}
+        if self.dtype.fields is not None:
+            cai["descr"] = self.dtype.descr     # a structured dtype's fields (CAI v3)
+        return cai
 
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
@@ -598,11 +601,10 @@ class GPUArray(_cdrv._ArrayBase):
     def astype(self, dtype: npt.DTypeLike, stream: Stream | None = None) -> GPUArray:
         """A copy converted to `dtype` (NumPy's unsafe cast)."""
         dtype = _check_dtype(dtype)
-        if dtype == self.dtype:
-            return self.copy(stream)
+        if dtype == self.dtype:   # a subclass's copy() may take no stream (PyCUDA's takes none)
+            return self.copy() if stream is None else self.copy(stream)
         src = self._contiguous(stream) if not (self._c or self._f) else self
-        out = GPUArray(self.shape, dtype, allocator=self.allocator, stream=stream,
-                       order="F" if (src._f and not src._c) else "C")
+        out = _empty_as(src, dtype, stream)
         _cast_kernel(self.dtype, dtype).launch_flat(self.size, [out.ptr, src.ptr], stream)
         return out
 
