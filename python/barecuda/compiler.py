@@ -48,12 +48,20 @@ link named by a hash of the input alone, then checks the files the entry
 recorded (NVRTC library, header directories, user headers) by their stat, so
 a hit costs a read and a few stats (see ``barecuda._compile.diskcache``); barecuda's
 own headers count as changed when their directories are (a reinstall).
+
+Loaded modules: each SourceModule has its own ``__constant__``, ``__device__`` and
+``__managed__`` variables, as in PyCUDA, so an image that has any is loaded for every
+SourceModule made of it.  An image without them (read from its symbol table:
+``barecuda._compile.cubin.module_globals``) is loaded once per context and the module
+shared by the SourceModules made of it, which then cost no load (``cache_dir=False``
+shares nothing).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import weakref
 from typing import TYPE_CHECKING
 
 from barecuda import _driver
@@ -392,8 +400,52 @@ def _load(image, kind):
     return _drv.module_from_buffer(image)
 
 
+# _Compiled -> whether its image keeps variables in module memory (read once per image)
+_holds_globals = weakref.WeakKeyDictionary()
+
+
+def _has_globals(compiled):
+    """Whether the image of `compiled` has __constant__/__device__/__managed__
+    variables (barecuda._compile.cubin.module_globals); True when it cannot tell."""
+    verdict = _holds_globals.get(compiled)
+    if verdict is None:
+        verdict = _holds_globals[compiled] = _cubin.has_module_globals(compiled.image)
+    return verdict
+
+
+def _module_for(compiled, ctx, shareable):
+    """(Module, _Loaded or None): the module a SourceModule of `compiled` runs in `ctx`.
+
+    Each SourceModule has its own variables, as in PyCUDA: an image with any gets a
+    module loaded for this SourceModule alone, which goes (is unloaded) with the last
+    of the SourceModule and its Functions.  An image without variables has nothing
+    two SourceModules could see of each other, so one module loaded per context is
+    shared (kept in _loaded, and the last _KEEP_LOADED of primary contexts in _recent):
+    a repeated SourceModule then costs no load.  `shareable` is False for
+    cache_dir=False: nothing is kept."""
+    if not shareable or _has_globals(compiled):
+        return _load(compiled.image, compiled.kind), None
+    lkey = (ctx.handle, id(compiled))
+    loaded = _loaded.get(lkey)
+    if loaded is not None and loaded.compiled is compiled and not loaded.context.released \
+            and loaded.context == ctx:
+        return loaded.module, loaded
+    loaded = _Loaded(_load(compiled.image, compiled.kind), ctx, compiled)
+    with _lock:
+        _loaded[lkey] = loaded
+        if ctx.is_primary:
+            _recent[lkey] = loaded
+            if len(_recent) > _KEEP_LOADED:
+                _recent.popitem(last=False)
+    return loaded.module, loaded
+
+
 class SourceModule(CudaModule):
     """CUDA C compiled and loaded into the current context (PyCUDA's SourceModule).
+
+    Its ``__constant__``/``__device__``/``__managed__`` variables are its own: a
+    module is loaded for it alone when the source has any (see the module's
+    docstring on sharing the others).
 
     Attributes: ``module`` (the driver Module), ``cubin`` / ``ptx`` (the image,
     None for the kind not produced), ``arch`` (what it was compiled for),
@@ -415,21 +467,8 @@ class SourceModule(CudaModule):
             cc = _device_cc_of(ctx.device)
         compiled = _get_compiled(source, nvcc, options, keep, no_extern_c, arch, code,
                                  cache_dir, include_dirs, backend, name_expressions, "cubin", cc)
-        lkey = (ctx.handle, id(compiled))
-        loaded = _loaded.get(lkey) if cache_dir is not False else None
-        if loaded is None or loaded.compiled is not compiled or loaded.context.released \
-                or loaded.context != ctx:
-            module = _load(compiled.image, compiled.kind)
-            loaded = _Loaded(module, ctx, compiled)
-            if cache_dir is not False:
-                with _lock:
-                    _loaded[lkey] = loaded
-                    if ctx.is_primary:
-                        _recent[lkey] = loaded
-                        if len(_recent) > _KEEP_LOADED:
-                            _recent.popitem(last=False)
-        self._loaded = loaded
-        self.module = loaded.module
+        # _loaded holds a shared module weakly: self._loaded keeps its entry alive
+        self.module, self._loaded = _module_for(compiled, ctx, cache_dir is not False)
         self.cubin = compiled.image if compiled.kind == "cubin" else None
         self.ptx = compiled.image if compiled.kind == "ptx" else None
         self.fatbin = compiled.image if compiled.kind == "fatbin" else None

@@ -3,6 +3,12 @@
 the same source, a disk-cache hit in a fresh process, a repeat in the same
 process, and CuPy's RawModule where CuPy imports.
 
+A repeated SourceModule of one small source, with and without a ``__constant__``:
+without one the loaded module is shared (against the 20 us target), with one each
+SourceModule loads its own, as PyCUDA does (against PyCUDA's compile-cache hit, 208 us
+on an H200, PERFORMANCE.md; and against CuPy's RawModule of the same source where CuPy
+imports).  These rows need a GPU; without one they are rows without a value.
+
 ``run()`` returns a list of dicts (name, value, unit, ratio, vs, note).  Without
 a GPU the figures are taken with ``compiler.compile(arch=...)`` (no module load)."""
 
@@ -39,6 +45,27 @@ __global__ void block_sum(float *out, const float *x, long long n)
     }
 }
 """
+
+# one small kernel, without and with module-scope state (a __constant__ table)
+_PLAIN = r"""
+__global__ void scale(float *y, const float *x, float a, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i];
+}
+"""
+_WITH_CONSTANT = r"""
+__constant__ float coef[16];
+__global__ void scale(float *y, const float *x, float a, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * coef[i & 15] * x[i];
+}
+"""
+#: PyCUDA 2026.1's SourceModule of a source in its compile cache, on an H200 (PERFORMANCE.md)
+PYCUDA_CACHE_HIT = 208e-6
 
 _CHILD = r"""
 import sys, time
@@ -175,6 +202,7 @@ def run(repeat=7):
         import cupy
     except Exception:  # noqa: BLE001 - any failure means no CuPy figure
         cupy = None
+    results += _repeat_rows(gpu, cupy)
     if cupy is not None and gpu:
         try:
             counter = [0]
@@ -197,6 +225,57 @@ def run(repeat=7):
                                 ratio=None, vs=None, note=f"CuPy failed: {exc}"))
     return results
 
+
+def _repeat_rows(gpu, cupy):
+    """A SourceModule of one source made again and again (its kernel taken each
+    time), without and with a __constant__; CuPy's RawModule of the second source
+    the same way, in the same rounds.  Rows without a value where there is no GPU."""
+    names = ("SourceModule again, same source, no globals (module shared)",
+             "SourceModule again, same source with a __constant__ (module per instance)",
+             "RawModule again, same source with a __constant__ (CuPy)")
+    if not gpu:
+        return [dict(name=n, value=None, unit="s", ratio=None, vs=None,
+                     note="needs a GPU: the figure is a module load") for n in names[:2]]
+    from barecuda import compiler
+    from barecuda.bench import interleaved_times
+
+    cupy_src = f'extern "C" {{\n{_WITH_CONSTANT}\n}}\n'
+
+    def cupy_again():   # CuPy loads the module at get_function, one per RawModule
+        cupy.RawModule(code=cupy_src, backend="nvrtc").get_function("scale")
+
+    cupy_note = None
+    if cupy is not None:
+        try:
+            cupy_again()
+        except Exception as exc:  # noqa: BLE001 - any failure means no CuPy figure
+            cupy_note = f"CuPy failed: {exc}"
+    with tempfile.TemporaryDirectory() as cache:
+        def plain():
+            compiler.SourceModule(_PLAIN, cache_dir=cache).get_function("scale")
+
+        def with_constant():
+            compiler.SourceModule(_WITH_CONSTANT, cache_dir=cache).get_function("scale")
+
+        fns = [plain, with_constant]
+        if cupy is not None and cupy_note is None:
+            fns.append(cupy_again)
+        times = interleaved_times(fns, iterations=200, rounds=15, warmup=3)
+    shared, own = times[:2]
+    rows = [dict(name=names[0], value=shared, unit="s", ratio=shared / 20e-6,
+                 vs="target 20 us", note="get_function included"),
+            dict(name=names[1], value=own, unit="s", ratio=own / PYCUDA_CACHE_HIT,
+                 vs="PyCUDA's compile-cache hit, 208 us (target <= 1)",
+                 note=f"get_function and the unload included; {own / shared:.1f}x the "
+                      "shared module's")]
+    if len(times) == 3:
+        rows.append(dict(name=names[2], value=times[2], unit="s", ratio=own / times[2],
+                         vs="barecuda SourceModule with a __constant__ / CuPy",
+                         note=f"CuPy {cupy.__version__}; get_function loads the module"))
+    elif cupy_note is not None:
+        rows.append(dict(name=names[2], value=None, unit="s", ratio=None, vs=None,
+                         note=cupy_note))
+    return rows
 
 if __name__ == "__main__":
     for r in run():
