@@ -4,6 +4,7 @@
 import numpy as np
 
 from barecuda import driver as _drv
+from barecuda.tools import context_dependent_memoize  # noqa: F401  (as PyCUDA's module has it)
 from barecuda.tools import get_or_register_dtype
 
 __all__ = ["has_double_support", "has_stack", "platform_bits", "sizeof"]

@@ -25,6 +25,7 @@ from barecuda._core.contexts import (  # noqa: F401
     make_default_context as make_default_context,
     mark_cuda_test as mark_cuda_test,
 )
+from barecuda._array.pycuda_helpers import _exact_div, _int_ceiling, _int_floor  # noqa: F401
 from barecuda._core.devicedata import DeviceData, OccupancyRecord  # noqa: F401
 from barecuda._core.pools import (  # noqa: F401  (PyCUDA's tools names)
     DebugMemoryPool,
