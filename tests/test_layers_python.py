@@ -27,7 +27,12 @@ if not PACKAGE.is_dir() or not CONFIG.is_file():
 def lint(tree):
     """Run lint-imports with the project's contracts on the package copy in `tree`
     (the working directory comes first on its sys.path, before an installed barecuda)."""
-    code = "import sys; from importlinter.cli import lint_imports_command; " \
+    # An editable install (meson-python's) puts a finder for barecuda before sys.path;
+    # it would send grimp to a virtual package path with no files, and the copy would
+    # go unread ("No matches for ignored import ...").  It is dropped here.
+    code = "import sys; sys.meta_path[:] = [f for f in sys.meta_path " \
+           "if type(f).__name__ != 'MesonpyMetaFinder']; " \
+           "from importlinter.cli import lint_imports_command; " \
            "sys.argv[0] = 'lint-imports'; lint_imports_command()"
     r = subprocess.run([sys.executable, "-c", code, "--no-cache", str(CONFIG)], cwd=tree,
                        capture_output=True, text=True, timeout=300,

@@ -17,11 +17,11 @@ import numpy as np
 
 from barecuda import gpuarray as _ga
 from barecuda._kernels.cdecl import dtype_to_ctype
+from barecuda.driver import Stream  # noqa: F401 (PyCUDA's cumath has it: cumath.Stream)
 
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from barecuda._driver import Stream
     from barecuda.gpuarray import GPUArray
 
     class _UnaryFunc(Protocol):

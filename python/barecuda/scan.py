@@ -30,5 +30,6 @@ from barecuda._kernels.scan import (  # noqa: F401
     render,
     source_module,
 )
+from barecuda.compiler import SourceModule  # noqa: F401 (PyCUDA's scan has it)
 
 __all__ = ["InclusiveScanKernel", "ExclusiveScanKernel"]

@@ -93,33 +93,47 @@ def _like(other: Any, dtype: Any, order: Any) -> Any:
     return order, dtype
 
 
-def empty_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
-               stream: Stream | None = None) -> GPUArray:
-    """empty_like(other, dtype=None, order="K", stream=None): a new uninitialised GPUArray shaped as `other`.
+def _like_arg(other_ary: GPUArray | None, other: GPUArray | None) -> GPUArray:
+    # the array is named other_ary (PyCUDA's keyword) or other (barecuda's earlier one)
+    if (other_ary is None) == (other is None):
+        raise TypeError("give the model array once, as other_ary (or other)")
+    return other_ary if other is None else other  # type: ignore[return-value]
 
-    `other` is a GPUArray; its dtype and allocator are reused unless `dtype` is
-    given.  order "K" keeps Fortran order for an F-contiguous `other`, else C.
+
+def empty_like(other_ary: GPUArray | None = None, dtype: npt.DTypeLike | None = None,
+               order: str | None = "K", stream: Stream | None = None, *,
+               other: GPUArray | None = None) -> GPUArray:
+    """empty_like(other_ary, dtype=None, order="K", stream=None): a new uninitialised GPUArray shaped as `other_ary`.
+
+    `other_ary` (also accepted as ``other=``) is a GPUArray; its dtype and allocator
+    are reused unless `dtype` is given.  order "K" keeps Fortran order for an
+    F-contiguous `other_ary`, else C.
     """
+    other = _like_arg(other_ary, other)
     order, dtype = _like(other, dtype, order)
     return GPUArray(other.shape, dtype, allocator=other.allocator, order=order, stream=stream)  # type: ignore[no-any-return]
 
 
-def zeros_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
-               stream: Stream | None = None) -> GPUArray:
-    """zeros_like(other, dtype=None, order="K", stream=None): a new GPUArray of zeros shaped as `other`.
+def zeros_like(other_ary: GPUArray | None = None, dtype: npt.DTypeLike | None = None,
+               order: str | None = "K", stream: Stream | None = None, *,
+               other: GPUArray | None = None) -> GPUArray:
+    """zeros_like(other_ary, dtype=None, order="K", stream=None): a new GPUArray of zeros shaped as `other_ary`.
 
     Arguments as ``empty_like``.
     """
+    other = _like_arg(other_ary, other)
     order, dtype = _like(other, dtype, order)
     return zeros(other.shape, dtype, other.allocator, order, stream)
 
 
-def ones_like(other: GPUArray, dtype: npt.DTypeLike | None = None, order: str | None = "K",
-              stream: Stream | None = None) -> GPUArray:
-    """ones_like(other, dtype=None, order="K", stream=None): a new GPUArray of ones shaped as `other`.
+def ones_like(other_ary: GPUArray | None = None, dtype: npt.DTypeLike | None = None,
+              order: str | None = "K", stream: Stream | None = None, *,
+              other: GPUArray | None = None) -> GPUArray:
+    """ones_like(other_ary, dtype=None, order="K", stream=None): a new GPUArray of ones shaped as `other_ary`.
 
     Arguments as ``empty_like``.
     """
+    other = _like_arg(other_ary, other)
     order, dtype = _like(other, dtype, order)
     return full(other.shape, 1, dtype, other.allocator, order, stream)
 

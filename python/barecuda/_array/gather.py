@@ -480,11 +480,14 @@ def _subset_sum_kernel(idt: Any, dt: Any, acc: Any, mode: int = 0) -> Any:
 
 
 def subset_dot(subset: GPUArray, a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None = None,
-               stream: Stream | None = None, mode: str = "raise") -> GPUArray:
-    """subset_dot(subset, a, b, dtype=None, stream=None, mode="raise"): ``sum(a[subset] * b[subset])`` as a 0-d GPUArray."""
+               stream: Stream | None = None, allocator: Any = None,
+               mode: str = "raise") -> GPUArray:
+    """subset_dot(subset, a, b, dtype=None, stream=None, allocator=None, mode="raise"):
+    ``sum(a[subset] * b[subset])`` as a 0-d GPUArray, its memory from `allocator` when
+    given."""
     idx = _subset_check("subset_dot", subset, (a, b))
     return _reduce.dot(take(a, idx, stream=stream, mode=mode),  # type: ignore[no-any-return]
-                       take(b, idx, stream=stream, mode=mode), dtype, stream)
+                       take(b, idx, stream=stream, mode=mode), dtype, stream, allocator)
 
 
 def subset_max(subset: GPUArray, a: GPUArray, stream: Stream | None = None, mode: str = "raise") -> GPUArray:

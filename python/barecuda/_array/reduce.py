@@ -174,7 +174,7 @@ def mean(a: GPUArray, dtype: npt.DTypeLike | None = None, stream: Stream | None 
 
 
 def _dot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None, stream: Stream | None,
-         conj_a: bool) -> GPUArray:
+         conj_a: bool, allocator: Any = None) -> GPUArray:
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, GPUArray):
             raise TypeError(f"dot(): {name} must be a GPUArray, not {type(x).__name__}")
@@ -187,14 +187,15 @@ def _dot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None, stream: Stream |
     x = a._contiguous(stream)
     y = b._contiguous(stream)
     k = _dot_kernel(a.dtype, b.dtype, acc, conj_a)
-    r: GPUArray = k._run([x.ptr, y.ptr], x.size, None, None, stream, None)
+    r: GPUArray = k._run([x.ptr, y.ptr], x.size, None, None, stream, allocator)
     return r if acc == res else r.astype(res, stream)
 
 
 def dot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None = None,
-        stream: Stream | None = None) -> GPUArray:
-    """sum(a * b) as a 0-d GPUArray (no conjugation)."""
-    return _dot(a, b, dtype, stream, False)
+        stream: Stream | None = None, allocator: Any = None) -> GPUArray:
+    """sum(a * b) as a 0-d GPUArray (no conjugation); its memory comes from
+    `allocator` (a callable taking a byte count) when one is given."""
+    return _dot(a, b, dtype, stream, False, allocator)
 
 
 def vdot(a: GPUArray, b: GPUArray, dtype: npt.DTypeLike | None = None,

@@ -51,18 +51,18 @@ def register_dtype(dtype: npt.DTypeLike, c_names: str | Sequence[str],
 
 
 @public(_HOME)
-def get_or_register_dtype(c_names: str | Sequence[str],
+def get_or_register_dtype(names: str | Sequence[str],
                           dtype: npt.DTypeLike | None = None) -> _np.dtype[Any]:
-    """The dtype registered for C type name(s) `c_names`; registers `dtype` when given."""
+    """The dtype registered for C type name(s) `names`; registers `dtype` when given."""
     if dtype is None:
-        if isinstance(c_names, str):
-            c_names = [c_names]
-        for name in c_names:
+        if isinstance(names, str):
+            names = [names]
+        for name in names:
             found = _CTYPE_TO_DTYPE.get(_normalize_ctype(name))
             if found is not None:
                 return found
-        raise TypeError(f"unknown C type '{c_names[0]}'")
-    register_dtype(dtype, c_names, alias_ok=True)
+        raise TypeError(f"unknown C type '{names[0]}'")
+    register_dtype(dtype, names, alias_ok=True)
     return _np.dtype(dtype)
 
 

@@ -121,11 +121,13 @@ class InclusiveScanKernel(_ScanKernelBase):
 
 @public("barecuda.scan")
 class ExclusiveScanKernel(_ScanKernelBase):
-    """ExclusiveScanKernel(dtype, scan_expr, neutral, name_prefix="scan", options=None,
-    preamble="", devices=None): out[0] = neutral, out[k] = x[0] op ... op x[k-1]."""
+    """ExclusiveScanKernel(dtype, scan_expr, neutral=None, name_prefix="scan", options=None,
+    preamble="", devices=None): out[0] = neutral, out[k] = x[0] op ... op x[k-1].
+    `neutral` (the identity of scan_expr) is required: None raises ValueError, as in
+    PyCUDA, where it is a keyword with a None default too."""
     exclusive = 1
 
-    def __init__(self, dtype: npt.DTypeLike, scan_expr: str, neutral: Any,
+    def __init__(self, dtype: npt.DTypeLike, scan_expr: str, neutral: Any = None,
                  name_prefix: str = "scan", options: Sequence[str] | None = None,
                  preamble: str = "", devices: Any = None, keep: bool = False) -> None:
         super().__init__(dtype, scan_expr, neutral, name_prefix, options, preamble, devices, keep)

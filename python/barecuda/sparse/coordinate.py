@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from barecuda import gpuarray
+from barecuda.compiler import SourceModule  # noqa: F401 (PyCUDA's sparse.coordinate has it)
 from barecuda.sparse import _kernels
 from barecuda.sparse._matrix import as_coo, value_dtype
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from barecuda import driver as _drv
 from barecuda import gpuarray
+from barecuda.compiler import SourceModule  # noqa: F401 (PyCUDA's sparse.packeted has it)
 from barecuda.sparse import _kernels
 from barecuda.sparse._matrix import COOMatrix, as_csr, value_dtype
 from barecuda.sparse.coordinate import CoordinateSpMV
