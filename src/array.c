@@ -147,6 +147,7 @@ typedef struct {
     CUDA_ARRAY3D_DESCRIPTOR d;
     int is3d;
     int ready; /* 0: a subclass's descriptor before ArrayDescriptor[3D].__init__ */
+    PyObject *dict; /* instance attributes (PyCUDA's objects take them) */
 } bc_ArrayDescriptor;
 
 static void
@@ -334,9 +335,31 @@ static void
 descriptor_dealloc(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(((bc_ArrayDescriptor *)self)->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
+
+static int
+descriptor_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(((bc_ArrayDescriptor *)self)->dict);
+    return 0;
+}
+
+static int
+descriptor_clear(PyObject *self)
+{
+    Py_CLEAR(((bc_ArrayDescriptor *)self)->dict);
+    return 0;
+}
+
+static PyMemberDef descriptor_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_ArrayDescriptor, dict), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
 
 static PyObject *
 descriptor_repr(bc_ArrayDescriptor *self)
@@ -460,11 +483,13 @@ put_flags(PyObject *self, PyObject *v, void *Py_UNUSED(c))
     {"num_channels", get_channels, put_channels, "Channels per element: 1, 2 or 4.", NULL}
 
 static PyGetSetDef descriptor_getset[] = {
+    BC_DICT_GETSET,
     BC_DESC_FIELDS,
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyGetSetDef descriptor3d_getset[] = {
+    BC_DICT_GETSET,
     BC_DESC_FIELDS,
     {"depth", get_size, put_size,
      "Depth in elements (0 for 1D/2D arrays; the number of layers when LAYERED).", &depth_field},
@@ -488,6 +513,8 @@ PyDoc_STRVAR(descriptor3d_doc,
 static PyType_Slot descriptor_slots[] = {
     {Py_tp_new, descriptor_new},       {Py_tp_init, descriptor_init},
     {Py_tp_dealloc, descriptor_dealloc},
+    {Py_tp_traverse, descriptor_traverse}, {Py_tp_clear, descriptor_clear},
+    {Py_tp_members, descriptor_members},
     {Py_tp_repr, descriptor_repr},     {Py_tp_richcompare, descriptor_richcompare},
     {Py_tp_getset, descriptor_getset}, {Py_tp_doc, (void *)descriptor_doc},
     {Py_tp_hash, PyObject_HashNotImplemented},
@@ -497,6 +524,8 @@ static PyType_Slot descriptor_slots[] = {
 static PyType_Slot descriptor3d_slots[] = {
     {Py_tp_new, descriptor_new},         {Py_tp_init, descriptor_init},
     {Py_tp_dealloc, descriptor_dealloc},
+    {Py_tp_traverse, descriptor_traverse}, {Py_tp_clear, descriptor_clear},
+    {Py_tp_members, descriptor_members},
     {Py_tp_repr, descriptor_repr},       {Py_tp_richcompare, descriptor_richcompare},
     {Py_tp_getset, descriptor3d_getset}, {Py_tp_doc, (void *)descriptor3d_doc},
     {Py_tp_hash, PyObject_HashNotImplemented},
@@ -506,14 +535,16 @@ static PyType_Slot descriptor3d_slots[] = {
 static PyType_Spec descriptor_spec = {
     .name = "barecuda.driver.ArrayDescriptor",
     .basicsize = sizeof(bc_ArrayDescriptor),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE |
+             Py_TPFLAGS_HAVE_GC,
     .slots = descriptor_slots,
 };
 
 static PyType_Spec descriptor3d_spec = {
     .name = "barecuda.driver.ArrayDescriptor3D",
     .basicsize = sizeof(bc_ArrayDescriptor),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE |
+             Py_TPFLAGS_HAVE_GC,
     .slots = descriptor3d_slots,
 };
 
@@ -681,14 +712,24 @@ array_dealloc(bc_Array *self)
                                "cuArrayDestroy", (PyObject *)self);
     bc_context_memory_freed(self->ctx, &self->counted);
     Py_CLEAR(self->ctx);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+array_clear(bc_Array *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
 }
 
 static int
 array_traverse(bc_Array *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->ctx);
     return 0;
 }
@@ -1056,6 +1097,7 @@ static PyMethodDef array_methods[] = {
 };
 
 static PyGetSetDef array_getset[] = {
+    BC_DICT_GETSET,
     {"handle", (getter)array_get_handle, NULL, "The CUarray handle as an int.", NULL},
     {"shape", (getter)array_get_shape, NULL,
      "NumPy shape of the host layout: ([depth|layers,] [height,] width[, channels]).", NULL},
@@ -1070,6 +1112,7 @@ static PyGetSetDef array_getset[] = {
 
 static PyMemberDef array_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Array, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Array, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1084,6 +1127,7 @@ static PyType_Slot array_slots[] = {
     {Py_tp_init, array_init},
     {Py_tp_dealloc, array_dealloc},
     {Py_tp_traverse, array_traverse},
+    {Py_tp_clear, array_clear},
     {Py_tp_repr, array_repr},
     {Py_tp_methods, array_methods},
     {Py_tp_getset, array_getset},

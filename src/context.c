@@ -157,6 +157,7 @@ context_alloc(bc_State *st, CUcontext handle, CUdevice dev, int kind)
     self->array_pool = NULL;
     self->array_pool_failed = 0;
     self->weakreflist = NULL;
+    self->dict = NULL;
     PyObject_GC_Track(self);
     Py_CLEAR(st->context_memo); /* the registry's answer changes: newest wrapper first */
     if (registry_add(st, self) < 0) {
@@ -452,6 +453,7 @@ static int
 context_traverse(bc_Context *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->kernels);
     Py_VISIT(self->keeping);
     return 0;
@@ -462,6 +464,7 @@ context_traverse(bc_Context *self, visitproc visit, void *arg)
 static int
 context_clear(bc_Context *self)
 {
+    Py_CLEAR(self->dict);
     Py_CLEAR(self->kernels);
     Py_CLEAR(self->keeping);
     return 0;
@@ -480,6 +483,7 @@ context_dealloc(bc_Context *self)
         bc_error_in_destructor(context_let_go(self), release_routine(self->kind), (PyObject *)self);
     }
     Py_CLEAR(self->keeping);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -910,6 +914,7 @@ static PyMethodDef context_methods[] = {
 };
 
 static PyGetSetDef context_getset[] = {
+    BC_DICT_GETSET,
     {"handle", (getter)context_get_handle, NULL, "The CUcontext as an int.", NULL},
     {"device", (getter)context_get_device_prop, NULL, "The Device this context is on.", NULL},
     {"is_primary", (getter)context_get_is_primary, NULL, "Whether this is a primary context.", NULL},
@@ -931,6 +936,7 @@ static PyGetSetDef context_getset[] = {
 
 static PyMemberDef context_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Context, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Context, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

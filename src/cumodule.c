@@ -176,6 +176,7 @@ module_wrap(bc_State *st, CUmodule handle, bc_Context *ctx)
     self->handle = handle;
     self->ctx = (bc_Context *)Py_NewRef(ctx);
     self->weakreflist = NULL;
+    self->dict = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -355,10 +356,19 @@ module_release(bc_Module *self)
     return rc;
 }
 
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+module_clear(bc_Module *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
 static int
 module_traverse(bc_Module *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->ctx);
     return 0;
 }
@@ -374,6 +384,7 @@ module_dealloc(bc_Module *self)
         bc_error_in_destructor(module_release(self),
                                "cuModuleUnload", (PyObject *)self);
     Py_CLEAR(self->ctx);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -508,6 +519,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static PyGetSetDef module_getset[] = {
+    BC_DICT_GETSET,
     {"handle", (getter)module_get_handle, NULL, "The CUmodule as an int (0 once unloaded).", NULL},
     {"context", (getter)module_get_context, NULL, "The Context the module is loaded in.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -515,6 +527,7 @@ static PyGetSetDef module_getset[] = {
 
 static PyMemberDef module_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Module, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Module, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -525,6 +538,7 @@ PyDoc_STRVAR(module_doc,
 static PyType_Slot module_slots[] = {
     {Py_tp_dealloc, module_dealloc},
     {Py_tp_traverse, module_traverse},
+    {Py_tp_clear, module_clear},
     {Py_tp_repr, module_repr},
     {Py_tp_methods, module_methods},
     {Py_tp_getset, module_getset},

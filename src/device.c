@@ -137,9 +137,31 @@ static void
 device_dealloc(bc_Device *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
+
+static int
+device_traverse(bc_Device *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+device_clear(bc_Device *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static PyMemberDef device_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Device, dict), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
 
 static PyObject *
 device_repr(bc_Device *self)
@@ -487,6 +509,7 @@ static PyMethodDef device_methods[] = {
 };
 
 static PyGetSetDef device_getset[] = {
+    BC_DICT_GETSET,
     {"uuid", (getter)device_uuid, NULL, "The device's UUID (uuid.UUID).", NULL},
     {"handle", (getter)device_handle, NULL, "The CUdevice value (the ordinal).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -502,6 +525,9 @@ static PyType_Slot device_slots[] = {
     {Py_tp_new, device_new},
     {Py_tp_init, device_init},
     {Py_tp_dealloc, device_dealloc},
+    {Py_tp_traverse, device_traverse},
+    {Py_tp_clear, device_clear},
+    {Py_tp_members, device_members},
     {Py_tp_repr, device_repr},
     {Py_tp_hash, device_hash},
     {Py_tp_richcompare, device_richcompare},
@@ -515,7 +541,8 @@ static PyType_Slot device_slots[] = {
 static PyType_Spec device_spec = {
     .name = "barecuda.driver.Device",
     .basicsize = sizeof(bc_Device),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE |
+             Py_TPFLAGS_HAVE_GC,
     .slots = device_slots,
 };
 

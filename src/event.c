@@ -144,10 +144,19 @@ event_release(bc_Event *self)
     return rc;
 }
 
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+event_clear(bc_Event *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
 static int
 event_traverse(bc_Event *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->ctx);
     return 0;
 }
@@ -163,6 +172,7 @@ event_dealloc(bc_Event *self)
         bc_error_in_destructor(event_release(self),
                                "cuEventDestroy", (PyObject *)self);
     Py_CLEAR(self->ctx);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -373,6 +383,7 @@ static PyMethodDef event_methods[] = {
 };
 
 static PyGetSetDef event_getset[] = {
+    BC_DICT_GETSET,
     {"handle", (getter)event_get_handle, NULL, "The CUevent as an int (0 once closed).", NULL},
     {"context", (getter)event_get_context, NULL, "The Context of the event.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -380,6 +391,7 @@ static PyGetSetDef event_getset[] = {
 
 static PyMemberDef event_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Event, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Event, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -393,6 +405,7 @@ static PyType_Slot event_slots[] = {
     {Py_tp_init, event_init},
     {Py_tp_dealloc, event_dealloc},
     {Py_tp_traverse, event_traverse},
+    {Py_tp_clear, event_clear},
     {Py_tp_repr, event_repr},
     {Py_tp_methods, event_methods},
     {Py_tp_getset, event_getset},

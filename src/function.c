@@ -935,6 +935,7 @@ bc_test_function(PyObject *m, PyObject *args, PyObject *kwargs)
     mod->handle = NULL;
     mod->ctx = NULL;
     mod->weakreflist = NULL;
+    mod->dict = NULL;
     PyObject_GC_Track(mod);
     bc_Function *self = PyObject_GC_New(bc_Function, (PyTypeObject *)st->FunctionType);
     if (self == NULL) {
@@ -959,6 +960,7 @@ bc_test_function(PyObject *m, PyObject *args, PyObject *kwargs)
     self->dims_max_threads = 0;
     self->call_memo = self->prep_memo = NULL;
     self->weakreflist = NULL;
+    self->dict = NULL;
     PyObject_GC_Track(self);
     if (params != Py_None) {
         PyObject *seq = PySequence_Fast(params, "params must be a sequence of (offset, size)");
@@ -1028,6 +1030,7 @@ bc_function_new(bc_State *st, bc_Module *module, PyObject *name)
     self->dims_max_threads = 0;
     self->call_memo = self->prep_memo = NULL;
     self->weakreflist = NULL;
+    self->dict = NULL;
     PyObject_GC_Track(self);
     /* The kernel's parameter layout, when the driver can tell (CUDA 12.4+). */
     size_t cap = 0, n = 0;
@@ -1062,10 +1065,19 @@ bc_function_new(bc_State *st, bc_Module *module, PyObject *name)
     return (PyObject *)self;
 }
 
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+function_clear(bc_Function *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
 static int
 function_traverse(bc_Function *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->module);
     Py_VISIT(self->dims_grid);
     Py_VISIT(self->dims_block);
@@ -1089,6 +1101,7 @@ function_dealloc(bc_Function *self)
     Py_CLEAR(self->dims_block);
     Py_CLEAR(self->name);
     Py_CLEAR(self->module);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -1162,6 +1175,7 @@ static PyMethodDef function_methods[] = {
 #define ATTR(name, id, doc) {name, (getter)function_attr_getter, NULL, doc, (void *)(intptr_t)(id)}
 
 static PyGetSetDef function_getset[] = {
+    BC_DICT_GETSET,
     ATTR("max_threads_per_block", CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
          "Most threads a block of this kernel may have."),
     ATTR("shared_size_bytes", CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "Static shared memory (bytes)."),
@@ -1184,6 +1198,7 @@ static PyGetSetDef function_getset[] = {
 
 static PyMemberDef function_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Function, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Function, dict), READONLY, NULL},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(bc_Function, vectorcall), READONLY, NULL},
     {"name", T_OBJECT, offsetof(bc_Function, name), READONLY, "The kernel's name."},
     {"module", T_OBJECT, offsetof(bc_Function, module), READONLY, "The Module holding the code."},
@@ -1200,6 +1215,7 @@ PyDoc_STRVAR(function_doc,
 static PyType_Slot function_slots[] = {
     {Py_tp_dealloc, function_dealloc},
     {Py_tp_traverse, function_traverse},
+    {Py_tp_clear, function_clear},
     {Py_tp_repr, function_repr},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_methods, function_methods},

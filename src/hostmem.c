@@ -200,14 +200,24 @@ host_dealloc(bc_HostAllocation *self)
     if (self->ctx != NULL) /* pinned; aligned memory has none */
         bc_context_memory_freed(self->ctx, &self->counted);
     Py_CLEAR(self->ctx);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+host_clear(bc_HostAllocation *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
 }
 
 static int
 host_traverse(bc_HostAllocation *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->ctx);
     return 0;
 }
@@ -340,6 +350,7 @@ static PyMethodDef host_methods[] = {
 };
 
 static PyGetSetDef host_getset[] = {
+    BC_DICT_GETSET,
     {"size", (getter)host_get_size, NULL, "Size in bytes.", NULL},
     {"flags", (getter)host_get_flags, NULL, "The host_alloc_flags it was allocated with.", NULL},
     {"address", (getter)host_get_address, NULL, "The host address as an int.", NULL},
@@ -351,6 +362,7 @@ static PyGetSetDef host_getset[] = {
 
 static PyMemberDef host_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_HostAllocation, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_HostAllocation, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -362,6 +374,7 @@ PyDoc_STRVAR(host_doc,
 static PyType_Slot host_slots[] = {
     {Py_tp_dealloc, host_dealloc},
     {Py_tp_traverse, host_traverse},
+    {Py_tp_clear, host_clear},
     {Py_tp_repr, host_repr},
     {Py_bf_getbuffer, host_getbuffer},
     {Py_bf_releasebuffer, host_releasebuffer},
@@ -417,6 +430,7 @@ pinned_array(bc_State *st, bc_ArraySpec *s, unsigned int flags, int zero)
     h->ctx = (bc_Context *)Py_NewRef(ctx);
     bc_context_memory_made(ctx, &h->counted);
     h->weakreflist = NULL;
+    h->dict = NULL;
     PyObject_GC_Track(h);
     out = bc_array_over(s, ptr, (PyObject *)h);
 done:
@@ -522,6 +536,7 @@ aligned_array(bc_State *st, bc_ArraySpec *s, size_t alignment, int zero)
     h->ctx = NULL;
     h->counted = 0;
     h->weakreflist = NULL;
+    h->dict = NULL;
     PyObject_GC_Track(h);
     PyObject *out = bc_array_over(s, ptr, (PyObject *)h);
     bc_array_spec_clear(s);
@@ -613,6 +628,7 @@ typedef struct {
     int has_view;
     bc_Context *ctx;
     int counted;      /* in ctx->live_memory until unregistered */
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_RegisteredHostMemory;
 
@@ -656,14 +672,24 @@ registered_dealloc(bc_RegisteredHostMemory *self)
     registered_drop_view(self);
     Py_CLEAR(self->base);
     Py_CLEAR(self->ctx);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+registered_clear(bc_RegisteredHostMemory *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
 }
 
 static int
 registered_traverse(bc_RegisteredHostMemory *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->base);
     Py_VISIT(self->ctx);
     return 0;
@@ -743,6 +769,7 @@ static PyMethodDef registered_methods[] = {
 };
 
 static PyGetSetDef registered_getset[] = {
+    BC_DICT_GETSET,
     {"base", (getter)registered_get_base, NULL, "The object whose memory is registered.", NULL},
     {"registered", (getter)registered_get_registered, NULL, "False after unregister().", NULL},
     {"size", (getter)registered_get_size, NULL, "Size in bytes.", NULL},
@@ -754,6 +781,7 @@ static PyGetSetDef registered_getset[] = {
 static PyMemberDef registered_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_RegisteredHostMemory, weakreflist), READONLY,
      NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_RegisteredHostMemory, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -764,6 +792,7 @@ PyDoc_STRVAR(registered_doc,
 static PyType_Slot registered_slots[] = {
     {Py_tp_dealloc, registered_dealloc},
     {Py_tp_traverse, registered_traverse},
+    {Py_tp_clear, registered_clear},
     {Py_bf_getbuffer, registered_getbuffer},
     {Py_tp_methods, registered_methods},
     {Py_tp_getset, registered_getset},
@@ -835,6 +864,7 @@ bc_register_host_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     self->base = Py_NewRef(obj);
     self->ctx = (bc_Context *)Py_NewRef(ctx);
     self->weakreflist = NULL;
+    self->dict = NULL;
     self->flags = flags;
     self->readonly = !PyArray_ISWRITEABLE(arr);
     PyObject_GC_Track(self);

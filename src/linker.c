@@ -36,6 +36,7 @@ typedef struct {
     int closed;         /* 1 once closed; -1: a subclass's Linker before Linker.__init__ */
     int linked;
     int busy;           /* a call has the GIL released: other threads keep off */
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Linker;
 
@@ -225,6 +226,7 @@ static int
 linker_traverse(bc_Linker *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->handler);
     Py_VISIT(self->ctx);
     return 0;
@@ -233,6 +235,7 @@ linker_traverse(bc_Linker *self, visitproc visit, void *arg)
 static int
 linker_clear(bc_Linker *self)
 {
+    Py_CLEAR(self->dict);
     /* The context stays until dealloc: the link state is destroyed in it. */
     Py_CLEAR(self->handler);
     return 0;
@@ -250,6 +253,7 @@ linker_dealloc(bc_Linker *self)
     Py_CLEAR(self->handler);
     Py_CLEAR(self->ctx);
     bc_jit_options_free(&self->opts);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -606,6 +610,7 @@ static PyMethodDef linker_methods[] = {
 };
 
 static PyGetSetDef linker_getset[] = {
+    BC_DICT_GETSET,
     {"context", (getter)linker_get_context, NULL,
      "The Context of the link (None until the first input).", NULL},
     {"closed", (getter)linker_get_closed, NULL,
@@ -619,6 +624,7 @@ static PyGetSetDef linker_getset[] = {
 
 static PyMemberDef linker_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Linker, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Linker, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -572,6 +572,7 @@ typedef struct {
     int kind; /* KIND_*; -1: a subclass's descriptor before the base's __init__ */
     CUDA_MEMCPY3D_PEER p;
     copy_end src, dst;
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Memcpy;
 
@@ -674,6 +675,7 @@ static int
 memcpy_traverse(bc_Memcpy *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->src.obj);
     Py_VISIT(self->dst.obj);
     Py_VISIT(self->src.ctx);
@@ -684,6 +686,7 @@ memcpy_traverse(bc_Memcpy *self, visitproc visit, void *arg)
 static int
 memcpy_clear(bc_Memcpy *self)
 {
+    Py_CLEAR(self->dict);
     end_clear(&self->src);
     end_clear(&self->dst);
     Py_CLEAR(self->src.ctx);
@@ -699,6 +702,7 @@ memcpy_dealloc(bc_Memcpy *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     memcpy_clear(self);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -1182,11 +1186,13 @@ get_type_field(bc_Memcpy *self, void *closure)
      BC_OFF(dstMemoryType)}
 
 static PyGetSetDef memcpy2d_getset[] = {
+    BC_DICT_GETSET,
     BC_COMMON_FIELDS,
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyGetSetDef memcpy3d_getset[] = {
+    BC_DICT_GETSET,
     BC_COMMON_FIELDS,
     BC_FIELD("src_z", srcZ, "Source start slice."),
     BC_FIELD("src_lod", srcLOD, "Source mipmap level (must be 0)."),
@@ -1236,6 +1242,7 @@ static PyMethodDef memcpy_peer_methods[] = {
 
 static PyMemberDef memcpy_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Memcpy, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Memcpy, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

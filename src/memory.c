@@ -149,14 +149,24 @@ allocation_dealloc(bc_DeviceAllocation *self)
         bc_context_memory_freed(self->ctx, &self->counted);
     Py_CLEAR(self->stream);
     Py_CLEAR(self->ctx);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+allocation_clear(bc_DeviceAllocation *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
 }
 
 static int
 allocation_traverse(bc_DeviceAllocation *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->ctx);
     Py_VISIT(self->stream);
     return 0;
@@ -454,6 +464,7 @@ allocation_get_cai(bc_DeviceAllocation *self, void *Py_UNUSED(closure))
 }
 
 static PyGetSetDef allocation_getset[] = {
+    BC_DICT_GETSET,
     {"size", (getter)allocation_get_size, NULL, "Size in bytes.", NULL},
     {"__cuda_array_interface__", (getter)allocation_get_cai, NULL,
      "The memory as CUDA Array Interface v3 bytes: shape (size,), typestr '|u1'.", NULL},
@@ -468,6 +479,7 @@ static PyGetSetDef allocation_getset[] = {
 
 static PyMemberDef allocation_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_DeviceAllocation, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_DeviceAllocation, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -478,6 +490,7 @@ PyDoc_STRVAR(allocation_doc,
 static PyType_Slot allocation_slots[] = {
     {Py_tp_dealloc, allocation_dealloc},
     {Py_tp_traverse, allocation_traverse},
+    {Py_tp_clear, allocation_clear},
     {Py_tp_repr, allocation_repr},
     {Py_nb_int, allocation_int},
     {Py_nb_index, allocation_int},
@@ -745,6 +758,7 @@ static PyType_Slot ipc_slots[] = {
     {Py_tp_init, ipc_init},
     {Py_tp_dealloc, allocation_dealloc},
     {Py_tp_traverse, allocation_traverse},
+    {Py_tp_clear, allocation_clear},
     {Py_tp_repr, allocation_repr},
     {Py_nb_int, allocation_int},
     {Py_nb_index, allocation_int},
@@ -806,14 +820,24 @@ pooled_dealloc(bc_PooledAllocation *self)
     }
     Py_CLEAR(self->block);
     Py_CLEAR(self->pool);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+/* tp_clear: only the instance dict (the parents stay until dealloc). */
+static int
+pooled_clear(bc_PooledAllocation *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
 }
 
 static int
 pooled_traverse(bc_PooledAllocation *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->block);
     Py_VISIT(self->pool);
     return 0;
@@ -872,6 +896,7 @@ static PyMethodDef pooled_methods[] = {
 };
 
 static PyGetSetDef pooled_getset[] = {
+    BC_DICT_GETSET,
     {"size", (getter)pooled_get_size, NULL, "Bytes asked for.", NULL},
     {"context", (getter)pooled_get_context, NULL, "The Context owning the memory.", NULL},
     {"freed", (getter)pooled_get_freed, NULL, "Whether the block went back to the pool.", NULL},
@@ -880,6 +905,7 @@ static PyGetSetDef pooled_getset[] = {
 
 static PyMemberDef pooled_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_PooledAllocation, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_PooledAllocation, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -890,6 +916,7 @@ PyDoc_STRVAR(pooled_doc,
 static PyType_Slot pooled_slots[] = {
     {Py_tp_dealloc, pooled_dealloc},
     {Py_tp_traverse, pooled_traverse},
+    {Py_tp_clear, pooled_clear},
     {Py_tp_repr, pooled_repr},
     {Py_nb_int, pooled_int},
     {Py_nb_index, pooled_int},
@@ -942,6 +969,7 @@ bc_pooled_allocation(PyObject *m, PyObject *args)
     self->pool = Py_NewRef(pool);
     self->freed = 0;
     self->weakreflist = NULL;
+    self->dict = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -1026,6 +1054,7 @@ PyDoc_STRVAR(managed_doc,
 static PyType_Slot managed_slots[] = {
     {Py_tp_dealloc, allocation_dealloc},
     {Py_tp_traverse, allocation_traverse},
+    {Py_tp_clear, allocation_clear},
     {Py_tp_repr, allocation_repr},
     {Py_nb_int, allocation_int},
     {Py_nb_index, allocation_int},

@@ -237,6 +237,7 @@ stream_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->keep = NULL;
     self->owned = 1;
     self->weakreflist = NULL;
+    self->dict = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -293,6 +294,7 @@ static int
 stream_traverse(bc_Stream *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
     Py_VISIT(self->ctx);
     Py_VISIT(self->owner);
     Py_VISIT(self->keep);
@@ -302,6 +304,7 @@ stream_traverse(bc_Stream *self, visitproc visit, void *arg)
 static int
 stream_clear(bc_Stream *self)
 {
+    Py_CLEAR(self->dict);
     Py_CLEAR(self->owner);
     Py_CLEAR(self->keep);
     return 0;
@@ -319,6 +322,7 @@ stream_dealloc(bc_Stream *self)
                                "cuStreamDestroy", (PyObject *)self);
     stream_clear(self);
     Py_CLEAR(self->ctx);
+    Py_CLEAR(self->dict);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -662,6 +666,7 @@ static PyMethodDef stream_methods[] = {
 };
 
 static PyGetSetDef stream_getset[] = {
+    BC_DICT_GETSET,
     {"handle", (getter)stream_get_handle, NULL, "The CUstream as an int.", NULL},
     {"priority", (getter)stream_get_priority, NULL, "Scheduling priority (lower runs first).",
      NULL},
@@ -672,6 +677,7 @@ static PyGetSetDef stream_getset[] = {
 
 static PyMemberDef stream_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Stream, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Stream, dict), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

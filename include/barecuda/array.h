@@ -21,6 +21,7 @@ typedef struct {
     int freed;        /* 1 once destroyed; -1: a subclass's array before Array.__init__ */
     int counted;      /* in ctx->live_memory until it is destroyed */
     Py_ssize_t users; /* live TextureObject/SurfaceObject handles reading this array */
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Array;
 

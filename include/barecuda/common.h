@@ -7,6 +7,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+
+/* The __dict__ entry of a type whose instances carry a dict at __dictoffset__
+ * (PyType_FromSpec adds none): first in its PyGetSetDef table. */
+#define BC_DICT_GETSET {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL}
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda.h>

@@ -10,6 +10,7 @@
 typedef struct {
     PyObject_HEAD
     CUdevice handle; /* BC_DEVICE_UNSET until a subclass's __init__ calls Device's */
+    PyObject *dict;  /* instance attributes (PyCUDA's objects take them) */
 } bc_Device;
 
 #define BC_DEVICE_UNSET ((CUdevice)-1)
@@ -45,6 +46,7 @@ typedef struct {
     bc_CachedBlock blocks[BC_BLOCK_SLOTS];
     CUmemoryPool array_pool; /* the array layer's own pool (src/blockcache.c), or NULL */
     int array_pool_failed;   /* 1 once creating it failed: use the device's current pool */
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Context;
 
@@ -120,9 +122,12 @@ void bc_context_leave(int entered);
 static inline PyObject *
 bc_device_new(bc_State *st, CUdevice dev)
 {
-    bc_Device *self = PyObject_New(bc_Device, (PyTypeObject *)st->DeviceType);
-    if (self != NULL)
-        self->handle = dev;
+    bc_Device *self = PyObject_GC_New(bc_Device, (PyTypeObject *)st->DeviceType);
+    if (self == NULL)
+        return NULL;
+    self->handle = dev;
+    self->dict = NULL;
+    PyObject_GC_Track(self);
     return (PyObject *)self;
 }
 

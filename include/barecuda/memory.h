@@ -34,6 +34,7 @@ typedef struct {
     int in_memo;            /* kept by a Function's argument memo: its end calls the hook
                                of bc_memory_on_watched_end (the memo epoch of argpack.h) */
     int counted;            /* in ctx->live_memory until its memory is freed */
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_DeviceAllocation;
 
@@ -45,6 +46,7 @@ typedef struct {
     PyObject *block; /* the DeviceAllocation held by the pool */
     PyObject *pool;  /* its `_return_block(block)` takes the block back */
     int freed;
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_PooledAllocation;
 
@@ -64,6 +66,7 @@ typedef struct {
     Py_ssize_t exports; /* live buffer exports (free() refuses while any) */
     bc_Context *ctx;    /* NULL for aligned memory */
     int counted;        /* pinned: in ctx->live_memory until its memory is freed */
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_HostAllocation;
 

@@ -11,6 +11,7 @@ typedef struct {
     PyObject_HEAD
     CUmodule handle; /* NULL once unloaded */
     bc_Context *ctx;
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Module;
 
@@ -81,6 +82,7 @@ typedef struct {
     /* The last arguments of __call__ and of the prepared calls, slot by slot, and
      * the bytes they packed to (argpack.c); NULL until the first launch. */
     struct bc_ArgMemo *call_memo, *prep_memo;
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Function;
 

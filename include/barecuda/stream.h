@@ -14,6 +14,7 @@ typedef struct {
     PyObject *owner;  /* keeps a foreign stream's owner alive (from_handle) */
     PyObject *keep;   /* list of objects kept alive until the next synchronize */
     int owned;        /* 1: created here and destroyed on close */
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Stream;
 
@@ -22,6 +23,7 @@ typedef struct {
     CUevent handle;
     bc_Context *ctx;
     int owned;
+    PyObject *dict;        /* instance attributes (PyCUDA's objects take them) */
     PyObject *weakreflist;
 } bc_Event;
 

@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: MIT
+"""Instances of the driver's types take attributes, as PyCUDA's Boost.Python
+instances do (``func.my_block = (128, 1, 1)``, a library's bookkeeping on a Context,
+Stream or allocation), and the garbage collector still frees cycles made through
+those attributes (``f.me = f``).
+
+The CPU tests make the instances on the stand-in driver (tests/fakecuda.c) in a
+child process; the GPU test carries the gpu marker."""
+
+import textwrap
+
+import pytest
+
+from barecuda import driver as drv
+
+from test_launch_fakedriver import c_compiler, build_fake_driver, run_with, toolkit_include
+
+DICT_TYPES = ["Context", "Device", "Stream", "Event", "Module", "Function", "Linker", "Array",
+              "ArrayDescriptor", "ArrayDescriptor3D", "DeviceAllocation", "HostAllocation",
+              "PagelockedHostAllocation", "AlignedHostAllocation", "ManagedAllocation",
+              "RegisteredHostMemory", "IPCMemoryHandle", "PooledDeviceAllocation",
+              "PooledHostAllocation", "Memcpy2D", "Memcpy3D", "Memcpy3DPeer"]
+
+# Makes each kind of instance; `ctx` is current.  Shared by the fake-driver and GPU tests.
+MAKERS = textwrap.dedent("""
+    import gc, weakref
+    import numpy as np
+    from barecuda import driver as drv, tools
+
+    def ipc_handle(mem):
+        try:
+            return drv.mem_get_ipc_handle(mem)
+        except drv.Error:                       # the stand-in's handle is the pointer
+            import struct
+            return struct.pack("<Q", int(mem)) + bytes(56)
+
+    def makers(ctx, ptx, kernel, managed=True):
+        desc = drv.ArrayDescriptor()
+        desc.width, desc.height, desc.format = 4, 2, drv.array_format.FLOAT
+        pool = tools.DeviceMemoryPool()
+        hpool = tools.PageLockedMemoryPool()
+        mem = drv.mem_alloc(256)
+        out = {
+            "Context": lambda: drv.Context.get_current(),
+            "Device": lambda: drv.Device(0),
+            "Stream": drv.Stream,
+            "Event": drv.Event,
+            "Module": lambda: drv.module_from_buffer(ptx),
+            "Function": lambda: drv.module_from_buffer(ptx).get_function(kernel),
+            "Linker": drv.Linker,
+            "Array": lambda: drv.Array(desc),
+            "ArrayDescriptor": drv.ArrayDescriptor,
+            "ArrayDescriptor3D": drv.ArrayDescriptor3D,
+            "DeviceAllocation": lambda: drv.mem_alloc(64),
+            "HostAllocation": lambda: drv.pagelocked_empty(4, np.float32).base,
+            "AlignedHostAllocation": lambda: drv.aligned_empty(4, np.float32).base,
+            "RegisteredHostMemory": lambda: drv.register_host_memory(np.zeros(4096, np.uint8)).base,
+            "IPCMemoryHandle": lambda: drv.IPCMemoryHandle(ipc_handle(mem)),
+            "PooledDeviceAllocation": lambda: pool.allocate(64),
+            "PooledHostAllocation": lambda: hpool.allocate((4,), np.float32).base,
+            "Memcpy2D": drv.Memcpy2D,
+            "Memcpy3D": drv.Memcpy3D,
+            "Memcpy3DPeer": drv.Memcpy3DPeer,
+        }
+        if managed:
+            out["ManagedAllocation"] = lambda: drv.managed_empty(
+                4, np.float32, mem_flags=drv.mem_attach_flags.GLOBAL).base
+        return out
+
+    def check(name, make):
+        obj = make()
+        kind = getattr(drv, name, None)
+        if kind is not None and name not in ("Context", "Device"):
+            assert isinstance(obj, kind), (name, type(obj))
+        obj.some_attr = 1
+        assert obj.some_attr == 1 and obj.__dict__ == {"some_attr": 1}, name
+        vars(obj)["other"] = 2
+        assert obj.other == 2
+        del obj.other
+        # a cycle through the instance dict is collected
+        obj.me = obj
+        if name in ("Context", "Device"):   # shared wrappers: only drop the cycle
+            del obj.me
+            return
+        obj.sentinel = Sentinel()               # weakly referenceable, unlike some types
+        r = weakref.ref(obj.sentinel)
+        del obj
+        gc.collect()
+        assert r() is None, name + " kept alive by a cycle through its __dict__"
+
+    class Sentinel:
+        pass
+""")
+
+
+@pytest.mark.parametrize("name", DICT_TYPES)
+def test_driver_types_give_instances_a_dict(name):
+    cls = getattr(drv, name)
+    # a C type carries the slot itself; a Python class gets one from its body
+    assert cls.__dictoffset__ != 0 or "__dict__" in dir(cls), name
+
+
+@pytest.mark.parametrize("name", ["ArrayDescriptor", "ArrayDescriptor3D", "Memcpy2D", "Memcpy3D",
+                                  "Memcpy3DPeer"])
+def test_cpu_made_instances_take_attributes_and_cycles_are_collected(name):
+    import gc
+    import weakref
+    obj = getattr(drv, name)()
+    obj.tag = "x"
+    assert obj.tag == "x" and obj.__dict__ == {"tag": "x"}
+    obj.me = obj
+
+    class Sentinel:
+        pass
+
+    obj.sentinel = Sentinel()
+    r = weakref.ref(obj.sentinel)
+    del obj
+    gc.collect()
+    assert r() is None
+
+
+def test_subclass_dict_is_the_base_slot():
+    class F(drv.Memcpy2D):
+        pass
+
+    f = F()
+    f.a = 1
+    assert f.__dict__ == {"a": 1} and F.__dictoffset__ == drv.Memcpy2D.__dictoffset__
+
+    class S(drv.Memcpy2D):
+        __slots__ = ("b",)
+
+    s = S()
+    s.b, s.c = 1, 2
+    assert s.__dict__ == {"c": 2}
+
+
+@pytest.mark.skipif(toolkit_include() is None or c_compiler() is None,
+                    reason="needs a C compiler and a CUDA toolkit's cuda.h")
+def test_every_driver_instance_takes_attributes_on_the_fake_driver(tmp_path):
+    r = run_with(build_fake_driver(tmp_path), MAKERS + textwrap.dedent("""
+        from barecuda.bench import launch as L
+        drv.init()
+        ctx = drv.Device(0).retain_primary_context()
+        ctx.push()
+        done = []
+        for name, make in makers(ctx, L.kernel_ptx(), "empty4").items():
+            try:
+                make()
+            except drv.Error as e:              # what the stand-in does not offer
+                print("skipped", name, e)
+                continue
+            check(name, make)
+            done.append(name)
+        # launching still works after a Function got attributes
+        f = drv.module_from_buffer(L.kernel_ptx()).get_function("empty4")
+        f.my_block = (1, 1, 1)
+        mem = drv.mem_alloc(256)
+        f(*L.call_args(4, mem, mem), block=f.my_block)
+        print("done", sorted(done))
+        print("ok")
+    """))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+    done = r.stdout.split("done ", 1)[1]
+    for name in ("Context", "Device", "Stream", "Event", "Module", "Function", "Array",
+                 "DeviceAllocation", "HostAllocation", "PooledDeviceAllocation", "Memcpy2D",
+                 "IPCMemoryHandle", "RegisteredHostMemory", "PooledHostAllocation"):
+        assert repr(name) in done, (name, r.stdout)
+
+
+@pytest.mark.gpu
+def test_every_driver_instance_takes_attributes_on_the_gpu(ctx):
+    ns = {}
+    exec(MAKERS, ns)
+    from barecuda.bench import launch as L
+    for name, make in ns["makers"](ctx, L.kernel_ptx(), "empty4").items():
+        if name == "IPCMemoryHandle":
+            continue                            # a process cannot open its own handle
+        ns["check"](name, make)
