@@ -863,6 +863,20 @@ pooled_int(bc_PooledAllocation *self)
     return PyLong_FromUnsignedLongLong((unsigned long long)p);
 }
 
+/* len(): the bytes asked for, as PyCUDA's pooled allocations (Sized).  Still
+ * always true, as before, whatever its size. */
+static Py_ssize_t
+pooled_len(bc_PooledAllocation *self)
+{
+    return (Py_ssize_t)self->size;
+}
+
+static int
+pooled_bool(PyObject *Py_UNUSED(self))
+{
+    return 1;
+}
+
 static PyObject *
 pooled_get_size(bc_PooledAllocation *self, void *Py_UNUSED(closure))
 {
@@ -920,6 +934,8 @@ static PyType_Slot pooled_slots[] = {
     {Py_tp_repr, pooled_repr},
     {Py_nb_int, pooled_int},
     {Py_nb_index, pooled_int},
+    {Py_sq_length, pooled_len},
+    {Py_nb_bool, pooled_bool},
     {Py_tp_methods, pooled_methods},
     {Py_tp_getset, pooled_getset},
     {Py_tp_members, pooled_members},

@@ -178,3 +178,23 @@ def test_every_driver_instance_takes_attributes_on_the_gpu(ctx):
         if name == "IPCMemoryHandle":
             continue                            # a process cannot open its own handle
         ns["check"](name, make)
+
+
+@pytest.mark.skipif(toolkit_include() is None or c_compiler() is None,
+                    reason="needs a C compiler and a CUDA toolkit's cuda.h")
+def test_pooled_allocations_are_sized_on_the_fake_driver(tmp_path):
+    r = run_with(build_fake_driver(tmp_path), textwrap.dedent("""
+        import collections.abc
+        import numpy as np
+        from barecuda import driver as drv, tools
+        drv.init()
+        ctx = drv.Device(0).retain_primary_context()
+        ctx.push()
+        d = tools.DeviceMemoryPool().allocate(100)
+        assert len(d) == 100 and isinstance(d, collections.abc.Sized) and bool(d)
+        assert bool(tools.DeviceMemoryPool().allocate(0))   # still true when empty
+        h = tools.PageLockedMemoryPool().allocate((3, 5), np.float64).base
+        assert len(h) == 120 and isinstance(h, collections.abc.Sized) and bool(h)
+        print("ok")
+    """))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

@@ -201,13 +201,19 @@ class PooledHostAllocation:
     back to the pool.
     """
 
-    __slots__ = ("_pool", "_nr", "_block", "__array_interface__", "__weakref__")
+    # __dict__: instances take attributes, as PyCUDA's Boost.Python ones do
+    __slots__ = ("_pool", "_nr", "_block", "_nbytes", "__array_interface__", "__weakref__",
+                 "__dict__")
 
     def __init__(self, pool: PageLockedMemoryPool, nr: int, block: npt.NDArray[Any],
                  shape: tuple[int, ...], dtype: _np.dtype[Any], order: str) -> None:
         self._pool = pool
         self._nr = nr
         self._block: npt.NDArray[Any] | None = block
+        nbytes = dtype.itemsize
+        for n in shape:
+            nbytes *= n
+        self._nbytes = nbytes
         strides: list[int] | tuple[int, ...] | None = None
         if order in ("F", "f") and len(shape) > 1:
             strides, step = [], dtype.itemsize
@@ -223,6 +229,13 @@ class PooledHostAllocation:
             "data": (block.ctypes.data, False),
             "strides": strides,
         }
+
+    def __len__(self) -> int:
+        """The bytes asked for (PyCUDA's pooled allocations are Sized the same way)."""
+        return self._nbytes
+
+    def __bool__(self) -> bool:
+        return True
 
     def free(self) -> None:
         """Give the block back to its pool now (idempotent).
