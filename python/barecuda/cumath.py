@@ -69,7 +69,7 @@ def _func_kernel(name: Any, dt: Any) -> Any:
     key = (name, dt)
     k = _kernels.get(key)
     if k is None:
-        res = _out_dtype(_UNARY[name], dt)
+        res = _out_dtype(_UNARY.get(name, "sqrt"), dt)
         if res.kind == "c":
             if name not in _COMPLEX_OK:
                 raise TypeError(f"cumath.{name} does not support complex arrays")
@@ -135,14 +135,15 @@ def _make_unary(name: str) -> _UnaryFunc:
         if not isinstance(array, _ga.GPUArray):
             raise TypeError(f"cumath.{name} takes a GPUArray, not {type(array).__name__}")
         k = _func_kernel(name, array.dtype)
-        res = _out_dtype(_UNARY[name], array.dtype)
+        res = _out_dtype(_UNARY.get(name, "sqrt"), array.dtype)
         (x,), z, final = _prepare(name, [array], out, res, stream)
         k.launch_flat(x.size, [z.ptr, x.ptr], stream)
         return _finish(z, final, stream)
     f.__name__ = name
     f.__qualname__ = name
+    like = _UNARY.get(name, "sqrt")
     f.__doc__ = (f"{name}(array, stream_or_out=None, *, stream=None, out=None)\n\nElementwise "
-                 f"{name} (as numpy.{_UNARY[name]}) of a GPUArray, as a new GPUArray or into "
+                 f"{name} (as numpy.{like}) of a GPUArray, as a new GPUArray or into "
                  "out (a GPUArray of the result's shape and dtype); `stream_or_out` is either, "
                  "as PyCUDA takes it.")
     return f
@@ -151,6 +152,15 @@ def _make_unary(name: str) -> _UnaryFunc:
 for _n in _UNARY:
     globals()[_n] = _make_unary(_n)
 del _n
+
+
+def _make_unary_array_func(name: str) -> _UnaryFunc:
+    """PyCUDA's factory of cumath's functions: ``f(array, stream_or_out=None, *,
+    stream=None, out=None)`` applying the CUDA math function `name` (``namef`` for
+    float32 and smaller) elementwise.  Names cumath has keep their NumPy dtypes; any
+    other real function of one argument (``erf``, ``expm1``, ``cbrt`` ...) gets the
+    result dtype numpy.sqrt would give (complex arrays: TypeError)."""
+    return _make_unary(name)
 
 
 def _real_only(name: Any, dt: Any) -> None:

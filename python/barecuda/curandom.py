@@ -332,6 +332,19 @@ class _RandomNumberGeneratorBase:
         self.block_count = device_blocks()[0]
         self.state_type = self._config["state"]
         self._state = _drv.mem_alloc(self.generator_count * self._state_size)
+        self._prepare_skipahead()
+
+    def _prepare_skipahead(self) -> None:
+        """The skip-ahead kernels as attributes, under PyCUDA's names: prepared
+        Functions taking (state, generator_count, skip) and (state, generator_count,
+        skips array), launched by call_skip_ahead*; a library may launch them itself
+        with prepared_async_call((block_count, 1, 1), (generators_per_block, 1, 1), ...)."""
+        self.skip_ahead = self.generators["skip_ahead"]
+        self.skip_ahead_array = self.generators["skip_ahead_array"]
+
+    def _kernels(self) -> list[Any]:
+        """Every prepared Function of this generator (fills, prepare, skip-aheads)."""
+        return list(self.generators.values())
 
     @property
     def generator_count(self) -> int:
@@ -526,6 +539,11 @@ class _PseudoRandomNumberGeneratorBase(_RandomNumberGeneratorBase):
             raise ValueError(f"offset must be in [0, 2**64), got {offset}")
         self._launch("prepare", None, count, seeds.ptr, int(offset))
 
+    def _prepare_skipahead(self) -> None:
+        super()._prepare_skipahead()
+        self.skip_ahead_sequence = self.generators["skip_ahead_sequence"]
+        self.skip_ahead_sequence_array = self.generators["skip_ahead_sequence_array"]
+
     def call_skip_ahead_sequence(self, i: int, stream: Stream | None = None) -> None:
         """call_skip_ahead_sequence(i, stream=None): every generator skips `i`
         sequences (curand's skipahead_sequence: 2**67 numbers each for XORWOW, the
@@ -556,6 +574,11 @@ class MRG32k3aRandomNumberGenerator(_PseudoRandomNumberGeneratorBase):
     """
     _config = {"state": "curandStateMRG32k3a", "skip_t": "unsigned long long", "init": 1,
                "subsequence": True}
+
+    def _prepare_skipahead(self) -> None:
+        super()._prepare_skipahead()
+        self.skip_ahead_subsequence = self.generators["skip_ahead_subsequence"]
+        self.skip_ahead_subsequence_array = self.generators["skip_ahead_subsequence_array"]
 
     def call_skip_ahead_subsequence(self, i: int, stream: Stream | None = None) -> None:
         """call_skip_ahead_subsequence(i, stream=None): every generator skips `i`

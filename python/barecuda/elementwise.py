@@ -17,6 +17,10 @@ multiprocessor).  Compiled kernels are cached per context (and on disk by
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from barecuda import driver as _drv  # noqa: F401
 from barecuda._core.contexts import context_dependent_memoize  # noqa: F401
 from barecuda._kernels.cache import (  # noqa: F401
@@ -140,3 +144,12 @@ __all__ += [
     "get_frexp_kernel", "get_ldexp_kernel", "get_unary_func_kernel",
     "get_if_positive_kernel", "get_where_kernel", "get_scalar_op_kernel",
     "get_logical_not_kernel"]
+
+
+def _get_real_dtype(dtype: Any) -> Any:
+    """The real dtype of complex `dtype` (complex64 -> float32, complex128 -> float64);
+    AssertionError for a dtype that is not complex, as in PyCUDA."""
+    dtype = np.dtype(dtype)
+    assert dtype.kind == "c", f"{dtype} is not complex"
+    return np.dtype(dtype.char.lower())
+

@@ -51,9 +51,13 @@ from barecuda._array.layout import (_SUPPORTED, ArrayFlags, _alloc, _array_alloc
                                     _norm_shape, _prod, _timer_start, _timer_stop)
 from barecuda._array.logic import (all, any, logical_and, logical_not,  # noqa: F401
                                    logical_or, where)
-from barecuda._array.pycuda_helpers import (_c_contiguous_strides,  # noqa: F401
+from barecuda._array.pycuda_helpers import (_array_like_helper,  # noqa: F401
+                                            _ArrayFlags, _c_contiguous_strides,
                                             _compact_strides, _f_contiguous_strides,
-                                            _memcpy_discontig, has_double_support)
+                                            _get_broadcasted_binary_op_result,
+                                            _get_common_dtype, _get_common_dtype_base,
+                                            _memcpy_discontig, _splay_backend,
+                                            has_double_support)
 from barecuda._array.reduce import (_dot_kernel, _minmax_kernel, _reduction,  # noqa: F401
                                     _reductions, _sum_dtype, _sum_kernel, dot, max, mean, min,
                                     sum, vdot)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Module-level helpers that PyCUDA's gpuarray and tools modules have and programs
 reach (tools/api_diff.py lists them): a copy between arrays of one shape and dtype
-with any strides, host or device on either side; stride arithmetic; integer rounding.
+with any strides, host or device on either side; stride arithmetic; integer rounding;
+the dtype, result and layout helpers libraries extending GPUArray call.
 Written for barecuda from what each helper does, over barecuda's own copy kernels."""
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import numpy as np
 
 from barecuda import driver as _drv
 from barecuda._array.core import _strided_copy
+from barecuda._array.layout import ArrayFlags
 
 if TYPE_CHECKING:
     from barecuda.driver import Stream
 
 __all__ = ["_memcpy_discontig", "_compact_strides", "_c_contiguous_strides",
            "_f_contiguous_strides", "has_double_support", "_exact_div", "_int_ceiling",
-           "_int_floor"]
+           "_int_floor", "_get_common_dtype", "_get_common_dtype_base",
+           "_get_broadcasted_binary_op_result", "_array_like_helper", "_splay_backend",
+           "_ArrayFlags"]
 
 
 def _is_gpu(a: Any) -> bool:
@@ -125,3 +129,101 @@ def _int_ceiling(value: float, multiple_of: float = 1) -> Any:
 def _int_floor(value: float, multiple_of: float = 1) -> Any:
     """`value` rounded down to a multiple of `multiple_of`."""
     return math.floor(value / multiple_of) * multiple_of
+
+
+# ------------------------------------------------ PyCUDA's gpuarray internals
+
+def _get_common_dtype(obj1: Any, obj2: Any) -> np.dtype[Any]:
+    """The dtype of ``obj1 + obj2`` (obj1 an array; obj2 an array, a NumPy scalar or a
+    Python scalar) under barecuda's promotion, NumPy's: anything with a ``dtype``
+    counts by its dtype, a Python scalar is weak.  Every device the CUDA 13 driver
+    runs computes in double, so float64 is never narrowed (PyCUDA narrows it where
+    has_double_support() is false)."""
+    from barecuda._array.ops import _result_dtype
+    other = getattr(obj2, "dtype", obj2)
+    if not isinstance(other, np.dtype) and not isinstance(other, (bool, int, float, complex)):
+        other = np.dtype(other)
+    return _result_dtype("add", np.dtype(obj1.dtype), other)
+
+
+def _get_common_dtype_base(obj1: Any, obj2: Any, allow_double: bool) -> np.dtype[Any]:
+    """_get_common_dtype, with float64/complex128 narrowed to float32/complex64 when
+    `allow_double` is false (the compyte helper PyCUDA imports under this name)."""
+    res = _get_common_dtype(obj1, obj2)
+    if not allow_double:
+        res = {np.dtype(np.float64): np.dtype(np.float32),
+               np.dtype(np.complex128): np.dtype(np.complex64)}.get(res, res)
+    return res
+
+
+def _get_broadcasted_binary_op_result(obj1: Any, obj2: Any,
+                                      dtype_getter: Any = _get_common_dtype) -> Any:
+    """An uninitialised result for a binary operation of `obj1` and `obj2`: made by
+    the ``_new_like_me`` of the operand that has the result's shape (a 0-d operand
+    takes the other's shape), of dtype ``dtype_getter(obj1, obj2)``.  Other shapes
+    raise NotImplementedError, as in PyCUDA."""
+    if obj1.shape == obj2.shape or obj2.shape == ():
+        model = obj1
+    elif obj1.shape == ():
+        model = obj2
+    else:
+        raise NotImplementedError(f"broadcasting a binary operator over shapes "
+                                  f"{obj1.shape} and {obj2.shape}")
+    return model._new_like_me(dtype_getter(obj1, obj2))
+
+
+def _array_like_helper(other_ary: Any, dtype: Any, order: str) -> tuple[Any, str, Any]:
+    """(dtype, order, strides) of an array made like `other_ary`, as NumPy's *_like:
+    order "A" is F for an F-contiguous (and not C-contiguous) model, else C; "K" is C
+    for a C-contiguous or at most 1-d model, F for an F-contiguous one, else the
+    model's strides (made positive, scaled to `dtype`'s itemsize) with order C; "C"
+    and "F" stay; anything else is ValueError.  strides is None unless given so."""
+    strides = None
+    c, f = other_ary.flags.c_contiguous, other_ary.flags.f_contiguous
+    if order == "A":
+        order = "F" if f and not c else "C"
+    elif order == "K":
+        if c or len(other_ary.shape) <= 1:
+            order = "C"
+        elif f:
+            order = "F"
+        else:
+            strides = [abs(s) for s in other_ary.strides]
+            if dtype is not None and np.dtype(dtype) != other_ary.dtype:
+                ratio = np.dtype(dtype).itemsize / other_ary.dtype.itemsize
+                strides = [int(s * ratio) for s in strides]
+    elif order not in ("C", "F"):
+        raise ValueError(f"unsupported order: {order!r}")
+    return (other_ary.dtype if dtype is None else dtype), order, strides
+
+
+def _splay_backend(n: int, dev: Any) -> tuple[tuple[int, int], tuple[int, int, int]]:
+    """splay(n, dev) with the device given: ((blocks, 1), (threads, 1, 1))."""
+    from barecuda._array.shape import splay
+    return splay(n, dev)
+
+
+def _contiguous(shape: Sequence[int], strides: Sequence[int], itemsize: int,
+                fortran: bool) -> bool:
+    if 0 in tuple(shape):
+        return True
+    axes = list(zip(shape, strides))
+    step = itemsize
+    for extent, stride in (axes if fortran else reversed(axes)):
+        if extent != 1 and stride != step:
+            return False
+        step *= extent
+    return True
+
+
+class _ArrayFlags(ArrayFlags):
+    """PyCUDA's flags class (compyte's ArrayFlags), made from an array: barecuda's
+    ArrayFlags (c_contiguous, f_contiguous, forc) computed from `ary`'s shape,
+    strides and itemsize."""
+    __slots__ = ()
+
+    def __init__(self, ary: Any) -> None:
+        shape, strides = tuple(ary.shape), tuple(ary.strides)
+        size = np.dtype(ary.dtype).itemsize
+        super().__init__(_contiguous(shape, strides, size, False),
+                         _contiguous(shape, strides, size, True))
