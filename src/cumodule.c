@@ -267,7 +267,7 @@ image_copy(PyObject *data, Py_ssize_t *len_out)
 }
 
 PyDoc_STRVAR(module_from_buffer_doc,
-"module_from_buffer(data, options=None, message_handler=None)\n--\n\n"
+"module_from_buffer(buffer, options=None, message_handler=None)\n--\n\n"
 "Load PTX text (str or bytes), a CUBIN or a fatbin into the current context.\n"
 "`options` is a list of (jit_option, value) pairs.  On failure the exception\n"
 "message carries the JIT error log; on success message_handler(True, info_log,\n"
@@ -277,7 +277,7 @@ static PyObject *
 bc_module_from_buffer(PyObject *m, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = bc_state_from_module(m);
-    static char *kwlist[] = {"data", "options", "message_handler", NULL};
+    static char *kwlist[] = {"buffer", "options", "message_handler", NULL}; /* PyCUDA's */
     PyObject *data, *options = NULL, *handler = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:module_from_buffer", kwlist, &data,
                                      &options, &handler))
@@ -292,14 +292,14 @@ bc_module_from_buffer(PyObject *m, PyObject *args, PyObject *kwargs)
 }
 
 PyDoc_STRVAR(module_from_file_doc,
-"module_from_file(path, options=None, message_handler=None)\n--\n\n"
+"module_from_file(filename, options=None, message_handler=None)\n--\n\n"
 "Load a .ptx, .cubin or .fatbin file into the current context (see module_from_buffer).");
 
 static PyObject *
 bc_module_from_file(PyObject *m, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = bc_state_from_module(m);
-    static char *kwlist[] = {"path", "options", "message_handler", NULL};
+    static char *kwlist[] = {"filename", "options", "message_handler", NULL}; /* PyCUDA's */
     PyObject *path = NULL, *options = NULL, *handler = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|OO:module_from_file", kwlist,
                                      PyUnicode_FSConverter, &path, &options, &handler))

@@ -185,7 +185,7 @@ memset_1d(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
           int async, const char *fn)
 {
     bc_State *st = bc_state_from_module(m);
-    static const char *const names[] = {"dest", "data", "count", "stream"};
+    static const char *const names[] = {"dest", "data", "size", "stream"}; /* PyCUDA's */
     PyObject *a[4];
     if (fast_args(fn, args, nargs, kwnames, names, 3, async ? 4 : 3, a) < 0)
         return NULL;
@@ -291,17 +291,17 @@ BC_MEMSET(memset_d2d16_async, 2d, D16, 1)
 BC_MEMSET(memset_d2d32_async, 2d, D32, 1)
 #undef BC_MEMSET
 
-PyDoc_STRVAR(memset_d8_doc, "memset_d8(dest, data, count)\n--\n\n"
-"Set `count` bytes at device memory `dest` to `data` (cuMemsetD8).");
-PyDoc_STRVAR(memset_d16_doc, "memset_d16(dest, data, count)\n--\n\n"
-"Set `count` 16-bit words at `dest` to `data` (cuMemsetD16).");
-PyDoc_STRVAR(memset_d32_doc, "memset_d32(dest, data, count)\n--\n\n"
-"Set `count` 32-bit words at `dest` to `data` (cuMemsetD32).");
-PyDoc_STRVAR(memset_d8_async_doc, "memset_d8_async(dest, data, count, stream=None)\n--\n\n"
+PyDoc_STRVAR(memset_d8_doc, "memset_d8(dest, data, size)\n--\n\n"
+"Set `size` bytes at device memory `dest` to `data` (cuMemsetD8).");
+PyDoc_STRVAR(memset_d16_doc, "memset_d16(dest, data, size)\n--\n\n"
+"Set `size` 16-bit words at `dest` to `data` (cuMemsetD16).");
+PyDoc_STRVAR(memset_d32_doc, "memset_d32(dest, data, size)\n--\n\n"
+"Set `size` 32-bit words at `dest` to `data` (cuMemsetD32).");
+PyDoc_STRVAR(memset_d8_async_doc, "memset_d8_async(dest, data, size, stream=None)\n--\n\n"
 "memset_d8() in order on `stream`.");
-PyDoc_STRVAR(memset_d16_async_doc, "memset_d16_async(dest, data, count, stream=None)\n--\n\n"
+PyDoc_STRVAR(memset_d16_async_doc, "memset_d16_async(dest, data, size, stream=None)\n--\n\n"
 "memset_d16() in order on `stream`.");
-PyDoc_STRVAR(memset_d32_async_doc, "memset_d32_async(dest, data, count, stream=None)\n--\n\n"
+PyDoc_STRVAR(memset_d32_async_doc, "memset_d32_async(dest, data, size, stream=None)\n--\n\n"
 "memset_d32() in order on `stream`.");
 PyDoc_STRVAR(memset_d2d8_doc, "memset_d2d8(dest, pitch, data, width, height)\n--\n\n"
 "Set `height` rows of `width` bytes, `pitch` bytes apart, to `data` (cuMemsetD2D8).");

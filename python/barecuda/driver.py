@@ -88,9 +88,10 @@ class ArgumentHandler:
     pre_call(stream) and post_call(stream) where it has them; a subclass may
     define get_device_alloc() alone, without calling this __init__."""
 
-    def __init__(self, array: _npt.NDArray[Any]) -> None:
+    def __init__(self, ary: _npt.NDArray[Any]) -> None:  # PyCUDA's parameter name
         import numpy
 
+        array = ary
         if not isinstance(array, numpy.ndarray):
             raise TypeError(f"{type(self).__name__}() needs a numpy.ndarray, not "
                             f"{type(array).__name__}")
@@ -160,9 +161,9 @@ class In(ArgumentHandler):
 class Out(ArgumentHandler):
     """Copy the device data back into the array after the launch."""
 
-    def __init__(self, array: _npt.NDArray[Any]) -> None:
-        super().__init__(array)
-        if not array.flags.writeable:
+    def __init__(self, ary: _npt.NDArray[Any]) -> None:  # PyCUDA's parameter name
+        super().__init__(ary)
+        if not ary.flags.writeable:
             raise ValueError("Out(): the array must be writeable")
 
     def post_call(self, stream: Stream | None) -> None:

@@ -137,29 +137,31 @@ def _descriptor(shape, dtype, allow_surface_bind, layered, num_channels, allow_d
                                      num_channels=nc, flags=flags)
 
 
-def _surface_flag(allow_surface_bind, allowSurfaceBind):  # noqa: N803 (PyCUDA's spelling)
-    return bool(allow_surface_bind if allowSurfaceBind is None else allowSurfaceBind)
+def _surface_flag(allowSurfaceBind, allow_surface_bind):  # noqa: N803 (PyCUDA's spelling)
+    return bool(allowSurfaceBind if allow_surface_bind is None else allow_surface_bind)
 
 
 @public("barecuda.driver")
-def np_to_array(ary: npt.ArrayLike, order: _Order = "C", allow_surface_bind: bool = False,
-                layered: bool = False, *, num_channels: int | None = None,
-                allow_double_hack: bool = False,
-                allowSurfaceBind: bool | None = None) -> _driver.Array:  # noqa: N803
-    """A new Array holding a copy of the host data `ary` (1D, 2D, 3D or layered).
+def np_to_array(nparray: npt.ArrayLike, order: _Order = "C",
+                allowSurfaceBind: bool = False,  # noqa: N803 (PyCUDA's name and place)
+                layered: bool = False, *, allow_surface_bind: bool | None = None,
+                num_channels: int | None = None,
+                allow_double_hack: bool = False) -> _driver.Array:
+    """A new Array holding a copy of the host data `nparray` (1D, 2D, 3D or layered).
 
     `order` "C": the last axis is x; "F": the first axis is x (see the module doc).
-    `allow_surface_bind` makes the array SURFACE_LDST (for SurfaceObject);
+    `allowSurfaceBind` (PyCUDA's name; `allow_surface_bind` as a keyword, which wins
+    when given) makes the array SURFACE_LDST (for SurfaceObject);
     `layered` makes (layers, [height,] width) data a LAYERED array;
     `num_channels` (1, 2 or 4) says the last axis ("C") holds the channels of each
     element; `allow_double_hack` stores float64 as int2 (module doc).
     """
     what = "np_to_array()"
     order = _check_order(order, what)
-    data = np.asarray(ary)
+    data = np.asarray(nparray)
     if order == "F":
         data = data.T
-    surface = _surface_flag(allow_surface_bind, allowSurfaceBind)
+    surface = _surface_flag(allowSurfaceBind, allow_surface_bind)
     desc = _descriptor(data.shape, data.dtype, surface, layered, num_channels,
                        allow_double_hack, what)
     data = np.ascontiguousarray(data)
@@ -217,10 +219,11 @@ def _logical_layout(shape, strides, itemsize, order, what):
 
 
 @public("barecuda.driver")
-def gpuarray_to_array(gpuarray: Any, order: _Order = "C", allow_surface_bind: bool = False, *,
+def gpuarray_to_array(gpuarray: Any, order: _Order = "C",
+                      allowSurfaceBind: bool = False, *,  # noqa: N803 (PyCUDA's name and place)
+                      allow_surface_bind: bool | None = None,
                       layered: bool = False, num_channels: int | None = None,
-                      allow_double_hack: bool = False,
-                      allowSurfaceBind: bool | None = None) -> _driver.Array:  # noqa: N803
+                      allow_double_hack: bool = False) -> _driver.Array:
     """A new Array holding a device-to-array copy of `gpuarray` (anything with
     `.gpudata`, `.shape` and `.dtype`, and `.strides` when not C-contiguous).
     Options as np_to_array."""
@@ -229,7 +232,7 @@ def gpuarray_to_array(gpuarray: Any, order: _Order = "C", allow_surface_bind: bo
     dtype = np.dtype(gpuarray.dtype)
     shape = _logical_layout(gpuarray.shape, getattr(gpuarray, "strides", None), dtype.itemsize,
                             order, what)
-    surface = _surface_flag(allow_surface_bind, allowSurfaceBind)
+    surface = _surface_flag(allowSurfaceBind, allow_surface_bind)
     desc = _descriptor(shape, dtype, surface, layered, num_channels, allow_double_hack, what)
     result = _driver.Array(desc)
     result.set(gpuarray.gpudata)
