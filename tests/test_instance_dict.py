@@ -246,3 +246,22 @@ def test_module_from_file_and_buffer_keyword_names_reach_the_parser():
         pass
 
 # }}}
+
+
+def test_compile_error_has_pycudas_attributes():
+    e = drv.CompileError("nvcc was not found")
+    assert e.msg == "nvcc was not found" and e.command_line is None
+    assert e.stdout is None and e.stderr is None
+    e.msg, e.stdout, e.stderr, e.command_line = "m", "out", "err", ["nvcc", "-c"]
+    assert (e.msg, e.stdout, e.stderr, e.command_line) == ("m", "out", "err", ["nvcc", "-c"])
+    assert drv.CompileError().msg == ""
+
+
+def test_enum_members_under_pycudas_names():
+    f = drv.jit_fallback
+    assert f.PREFER_PTX == 0 and f.PREFER_BINARY == 1 and str(f.PREFER_PTX) == "PREFER_PTX"
+    assert f.PTX is f.PREFER_PTX                      # our generated name stays an alias
+    assert str(drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS) == "LAZY_ENABLE_PEER_ACCESS"
+    assert drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS == 1
+    a = drv.array3d_flags
+    assert a.ARRAY3D_LAYERED is a.LAYERED and a.ARRAY3D_2DARRAY == a.LAYERED

@@ -35,6 +35,23 @@ for _name, _obj in vars(_driver).items():
         _obj.__module__ = __name__
 del _name, _obj
 
+
+class _CompileErrorMessage:
+    """CompileError.msg where the raiser set none: the exception's message."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        return str(obj.args[0]) if obj.args else ""
+
+
+# PyCUDA's CompileError(msg, command_line, stdout=None, stderr=None) attributes on every
+# CompileError, whoever raised it; NVRTC's set them on the instance (_compile/errors.py).
+CompileError.msg = _CompileErrorMessage()  # type: ignore[attr-defined]
+CompileError.command_line = None  # type: ignore[attr-defined]
+CompileError.stdout = None  # type: ignore[attr-defined]
+CompileError.stderr = None  # type: ignore[attr-defined]
+
 if _typing.TYPE_CHECKING:
     from typing import Any
 

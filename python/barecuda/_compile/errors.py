@@ -87,6 +87,6 @@ def _raise_compile_error(err, source, offset, options, what):
     new.msg = what + " failed"
     new.stdout = ""
     new.stderr = new.log
-    new.command_line = getattr(err, "command_line", None)
+    new.command_line = getattr(err, "command_line", None) or list(options)  # NVRTC's options
     raise new from None
 

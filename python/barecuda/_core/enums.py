@@ -28,6 +28,25 @@ _ALIASES = {
     "mem_advice": "mem_advise",
 }
 
+# PyCUDA's member names where the generated ones differ: (PyCUDA's name, ours).  In
+# _FIRST the PyCUDA name leads (it is the name str() gives; ours stays an alias);
+# in _LAST it is added as an alias of ours.
+_MEMBERS_FIRST = {
+    "ipc_mem_flags": (("LAZY_ENABLE_PEER_ACCESS", "ACCESS"),),
+    "jit_fallback": (("PREFER_PTX", "PTX"), ("PREFER_BINARY", "BINARY")),
+}
+_MEMBERS_LAST = {
+    "array3d_flags": (("ARRAY3D_LAYERED", "LAYERED"), ("ARRAY3D_2DARRAY", "2DARRAY")),
+}
+
+
+def _with_pycuda_names(name, members):
+    values = dict(members)
+    first = [(p, values[o]) for p, o in _MEMBERS_FIRST.get(name, ()) if o in values]
+    last = [(p, values[o]) for p, o in _MEMBERS_LAST.get(name, ()) if o in values]
+    return tuple(first) + tuple(members) + tuple(last)
+
+
 _tables = None
 _made: dict[str, type] = {}
 
@@ -79,7 +98,7 @@ _NamedIntEnum.__module__ = _NamedIntFlag.__module__ = HOME
 def _make_enum(name):
     cls = _made.get(name)
     if cls is None:
-        members = _enum_names()[_ALIASES.get(name, name)]
+        members = _with_pycuda_names(name, _enum_names()[_ALIASES.get(name, name)])
         base = _NamedIntFlag if name.endswith("_flags") else _NamedIntEnum
         cls = base(name, members, module=HOME)
         cls.__qualname__ = name
