@@ -10,7 +10,8 @@ import inspect
 import numpy as np
 import pytest
 
-from barecuda import cumath, elementwise, gpuarray, scan, tools
+from barecuda import cumath, curandom, elementwise, gpuarray, scan, tools
+from barecuda import driver as drv
 
 
 @pytest.mark.parametrize("a, b, want", [
@@ -93,9 +94,9 @@ def test_get_real_dtype():
 
 
 def test_reexports():
-    from barecuda import compiler, driver
+    from barecuda import compiler
     from barecuda.sparse import coordinate, packeted
-    assert cumath.Stream is driver.Stream
+    assert cumath.Stream is drv.Stream
     for mod in (scan, coordinate, packeted):
         assert mod.SourceModule is compiler.SourceModule
 
@@ -131,3 +132,53 @@ def test_make_unary_array_func_names_the_function():
     f = cumath._make_unary_array_func("erf")
     assert f.__name__ == "erf"
     assert "stream_or_out" in _params(f)
+
+
+# ---------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+def test_like_by_either_name(ctx):
+    a = gpuarray.to_gpu(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for f, fill in ((gpuarray.zeros_like, 0), (gpuarray.ones_like, 1)):
+        for r in (f(a), f(other_ary=a), f(other=a), f(a, np.float64)):
+            assert r.shape == a.shape
+            np.testing.assert_array_equal(r.get(), np.full(a.shape, fill))
+    assert gpuarray.empty_like(other_ary=a, dtype=np.int8).dtype == np.int8
+
+
+@pytest.mark.gpu
+def test_dot_result_from_the_allocator(ctx):
+    calls = []
+
+    def alloc(nbytes):
+        calls.append(nbytes)
+        return drv.mem_alloc(nbytes)
+
+    x = gpuarray.to_gpu(np.arange(100, dtype=np.float32))
+    r = gpuarray.dot(x, x, allocator=alloc)
+    assert calls and float(r.get()) == float(np.dot(x.get(), x.get()))
+    idx = gpuarray.to_gpu(np.array([1, 5, 7], np.int32))
+    calls.clear()
+    r = gpuarray.subset_dot(idx, x, x, allocator=alloc)
+    assert calls and float(r.get()) == 1 + 25 + 49
+
+
+@pytest.mark.gpu
+def test_skip_ahead_kernels_as_attributes(ctx):
+    for cls, extra in ((curandom.XORWOWRandomNumberGenerator, ["skip_ahead_sequence"]),
+                       (curandom.MRG32k3aRandomNumberGenerator,
+                        ["skip_ahead_sequence", "skip_ahead_subsequence"]),
+                       (curandom.Sobol32RandomNumberGenerator, [])):
+        g = cls()
+        for name in ["skip_ahead", *extra]:
+            assert getattr(g, name) is g.generators[name]
+            assert getattr(g, name + "_array") is g.generators[name + "_array"]
+        assert set(g._kernels()) == set(g.generators.values())
+    # the attribute launched by hand skips as call_skip_ahead does
+    a = curandom.XORWOWRandomNumberGenerator(seed=7)
+    b = curandom.XORWOWRandomNumberGenerator(seed=7)
+    a.call_skip_ahead(1000)
+    b.skip_ahead.prepared_async_call((b.block_count, 1, 1), (b.generators_per_block, 1, 1),
+                                     None, b.state, b.generator_count, 1000)
+    np.testing.assert_array_equal(a.gen_uniform(4096, np.float32).get(),
+                                  b.gen_uniform(4096, np.float32).get())
