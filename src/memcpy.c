@@ -1169,6 +1169,70 @@ get_type_field(bc_Memcpy *self, void *closure)
     return PyLong_FromLong((long)t);
 }
 
+/* src_memory_type / dst_memory_type = t (PyCUDA's fields are plain): the end's own
+ * type again, or DEVICE <-> UNIFIED over a device pointer (the same field of the
+ * descriptor).  Any other change would leave the descriptor naming memory that was
+ * never set: ValueError pointing at set_src_* / set_dst_*. */
+static int
+set_type_field(bc_Memcpy *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "copy fields cannot be deleted");
+        return -1;
+    }
+    if (memcpy_ready(self) < 0)
+        return -1;
+    int dst = (intptr_t)closure ==
+              (intptr_t)(offsetof(bc_Memcpy, p) + offsetof(CUDA_MEMCPY3D_PEER, dstMemoryType));
+    const char *end = dst ? "dst" : "src";
+    long t = PyLong_AsLong(value);
+    if (t == -1 && PyErr_Occurred())
+        return -1;
+    end_fields f = fields_of(self, dst);
+    CUmemorytype now = *f.type;
+    if ((long)now == t)
+        return 0;
+    if ((now == CU_MEMORYTYPE_DEVICE || now == CU_MEMORYTYPE_UNIFIED) &&
+        (t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED)) {
+        *f.type = (CUmemorytype)t;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "%s_memory_type: this end is %s; it can be switched between DEVICE and "
+                 "UNIFIED only (set the end with set_%s_host/device/array/unified, which "
+                 "set the memory type too)",
+                 end, now == 0 ? "not set" : now == CU_MEMORYTYPE_HOST ? "host memory"
+                      : now == CU_MEMORYTYPE_ARRAY ? "an array" : "device memory", end);
+    return -1;
+}
+
+/* src_device / dst_device: the end's device pointer (None for other ends); setting
+ * it is set_src_device / set_dst_device. */
+static PyObject *
+get_device_field(bc_Memcpy *self, void *closure)
+{
+    if (memcpy_ready(self) < 0)
+        return NULL;
+    end_fields f = fields_of(self, closure != NULL);
+    if (*f.type != CU_MEMORYTYPE_DEVICE && *f.type != CU_MEMORYTYPE_UNIFIED)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong((unsigned long long)*f.device);
+}
+
+static int
+set_device_field(bc_Memcpy *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "copy fields cannot be deleted");
+        return -1;
+    }
+    PyObject *r = set_device(self, value, closure != NULL, CU_MEMORYTYPE_DEVICE);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 #define BC_OFF(field) ((void *)(intptr_t)(offsetof(bc_Memcpy, p) + offsetof(CUDA_MEMCPY3D_PEER, field)))
 #define BC_FIELD(name, field, doc) {name, (getter)get_size_field, (setter)set_size_field, doc, BC_OFF(field)}
 #define BC_COMMON_FIELDS                                                                      \
@@ -1180,10 +1244,17 @@ get_type_field(bc_Memcpy *self, void *closure)
     BC_FIELD("dst_pitch", dstPitch, "Destination row pitch in bytes (host/device ends)."),   \
     BC_FIELD("width_in_bytes", WidthInBytes, "Bytes per row to copy."),                       \
     BC_FIELD("height", Height, "Rows to copy."),                                              \
-    {"src_memory_type", (getter)get_type_field, NULL, "memorytype of the source end.",        \
-     BC_OFF(srcMemoryType)},                                                                  \
-    {"dst_memory_type", (getter)get_type_field, NULL, "memorytype of the destination end.",   \
-     BC_OFF(dstMemoryType)}
+    {"src_memory_type", (getter)get_type_field, (setter)set_type_field,                       \
+     "memorytype of the source end (DEVICE and UNIFIED interchange).", BC_OFF(srcMemoryType)}, \
+    {"dst_memory_type", (getter)get_type_field, (setter)set_type_field,                       \
+     "memorytype of the destination end (DEVICE and UNIFIED interchange).",                   \
+     BC_OFF(dstMemoryType)},                                                                  \
+    {"src_device", (getter)get_device_field, (setter)set_device_field,                        \
+     "Device pointer of the source end (None for others); setting it is set_src_device.",     \
+     NULL},                                                                                   \
+    {"dst_device", (getter)get_device_field, (setter)set_device_field,                        \
+     "Device pointer of the destination end (None for others); setting it is set_dst_device.",\
+     (void *)1}
 
 static PyGetSetDef memcpy2d_getset[] = {
     BC_DICT_GETSET,

@@ -265,3 +265,45 @@ def test_enum_members_under_pycudas_names():
     assert drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS == 1
     a = drv.array3d_flags
     assert a.ARRAY3D_LAYERED is a.LAYERED and a.ARRAY3D_2DARRAY == a.LAYERED
+
+
+def test_memcpy_memory_type_and_device_fields_without_a_gpu():
+    import numpy as np
+    for cls in (drv.Memcpy2D, drv.Memcpy3D, drv.Memcpy3DPeer):
+        c = cls()
+        assert c.src_device is None and c.dst_device is None
+        c.src_memory_type = c.src_memory_type or 0          # unset: setting "unset" is a no-op
+        c.set_src_host(np.zeros(16, np.uint8))
+        assert c.src_memory_type == drv.memory_type.HOST and c.src_device is None
+        c.src_memory_type = drv.memory_type.HOST             # the same type again
+        with pytest.raises(ValueError, match="set_src_host/device/array/unified"):
+            c.src_memory_type = drv.memory_type.DEVICE
+        with pytest.raises(ValueError, match="dst_memory_type: this end is not set"):
+            c.dst_memory_type = drv.memory_type.DEVICE
+
+
+@pytest.mark.skipif(toolkit_include() is None or c_compiler() is None,
+                    reason="needs a C compiler and a CUDA toolkit's cuda.h")
+def test_memcpy_device_fields_on_the_fake_driver(tmp_path):
+    r = run_with(build_fake_driver(tmp_path), textwrap.dedent("""
+        import numpy as np
+        from barecuda import driver as drv
+        drv.init()
+        ctx = drv.Device(0).retain_primary_context()
+        ctx.push()
+        mem = drv.mem_alloc(64)
+        c = drv.Memcpy2D()
+        c.src_device = mem                                  # set_src_device
+        assert c.src_device == int(mem) and c.src_memory_type == drv.memory_type.DEVICE
+        c.src_memory_type = drv.memory_type.UNIFIED
+        assert c.src_memory_type == drv.memory_type.UNIFIED and c.src_device == int(mem)
+        c.src_memory_type = drv.memory_type.DEVICE
+        out = np.zeros(64, np.uint8)
+        drv.memcpy_htod(mem, np.arange(64, dtype=np.uint8))
+        c.set_dst_host(out)
+        c.width_in_bytes, c.height = 64, 1
+        c()
+        assert (out == np.arange(64)).all()
+        print("ok")
+    """))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
