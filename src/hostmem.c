@@ -298,6 +298,22 @@ host_get_device_pointer(bc_HostAllocation *self, PyObject *Py_UNUSED(ignored))
     return host_device_pointer(st, self->ptr);
 }
 
+PyDoc_STRVAR(host_get_flags_doc,
+"get_flags($self)\n--\n\n"
+"The host_alloc_flags this page-locked memory was allocated with (PyCUDA's\n"
+"get_flags; the `flags` attribute holds the same).");
+
+static PyObject *
+host_get_flags_method(bc_HostAllocation *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (host_usable(st, self) < 0)
+        return NULL;
+    if (self->kind != BC_HOST_PINNED)
+        return bc_error_logic(st, "get_flags(): this memory is not page-locked"), NULL;
+    return PyLong_FromUnsignedLong(self->flags);
+}
+
 static PyObject *
 host_get_size(bc_HostAllocation *self, void *Py_UNUSED(c))
 {
@@ -346,6 +362,7 @@ static PyMethodDef host_methods[] = {
     {"free", (PyCFunction)host_free, METH_NOARGS, host_free_doc},
     {"get_device_pointer", (PyCFunction)host_get_device_pointer, METH_NOARGS,
      host_get_device_pointer_doc},
+    {"get_flags", (PyCFunction)host_get_flags_method, METH_NOARGS, host_get_flags_doc},
     {NULL, NULL, 0, NULL},
 };
 

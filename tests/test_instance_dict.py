@@ -307,3 +307,40 @@ def test_memcpy_device_fields_on_the_fake_driver(tmp_path):
         print("ok")
     """))
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_pycuda_alias_and_abc_members():
+    assert drv.ManagedAllocationOrStub is drv.ManagedAllocation
+    assert callable(drv.HostPointer.get_device_pointer)
+
+
+@pytest.mark.skipif(toolkit_include() is None or c_compiler() is None,
+                    reason="needs a C compiler and a CUDA toolkit's cuda.h")
+def test_host_allocation_get_flags_on_the_fake_driver(tmp_path):
+    r = run_with(build_fake_driver(tmp_path), textwrap.dedent("""
+        import numpy as np
+        from barecuda import driver as drv
+        drv.init()
+        ctx = drv.Device(0).retain_primary_context()
+        ctx.push()
+        f = drv.host_alloc_flags.PORTABLE
+        h = drv.pagelocked_empty(4, np.float32, mem_flags=f).base
+        assert h.get_flags() == f == h.flags
+        assert isinstance(h, drv.HostPointer)
+        a = drv.aligned_empty(4, np.float32).base
+        try:
+            a.get_flags()
+        except drv.LogicError as e:
+            assert "not page-locked" in str(e)
+        else:
+            raise AssertionError("no LogicError")
+        h.free()
+        try:
+            h.get_flags()
+        except drv.LogicError:
+            pass
+        else:
+            raise AssertionError("no LogicError after free")
+        print("ok")
+    """))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

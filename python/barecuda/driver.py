@@ -334,6 +334,16 @@ class HostPointer(metaclass=_abc.ABCMeta):
     from pagelocked_*, aligned_* and register_host_memory.  Each has
     ``get_device_pointer()``."""
 
+    def get_device_pointer(self) -> int:
+        """The device address of this host memory (cuMemHostGetDevicePointer);
+        HostAllocation and RegisteredHostMemory implement it."""
+        raise NotImplementedError(f"{type(self).__name__}.get_device_pointer()")
+
+
+# PyCUDA's name for the base of managed allocations (the .base of managed_empty's
+# arrays): barecuda's is ManagedAllocation itself.
+ManagedAllocationOrStub = _driver.ManagedAllocation
+
 
 HostPointer.register(_driver.HostAllocation)
 HostPointer.register(_driver.RegisteredHostMemory)
