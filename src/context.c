@@ -718,6 +718,73 @@ context_get_cache_config(PyObject *type, PyObject *Py_UNUSED(ignored))
     return bc_driver_enum(st, "func_cache", (unsigned long)cfg);
 }
 
+PyDoc_STRVAR(set_shared_config_doc,
+"set_shared_config($type, config)\n--\n\n"
+"Shared memory bank size (shared_config) of the current context (static;\n"
+"cuCtxSetSharedMemConfig, deprecated by CUDA: the GPUs CUDA 12 and 13 support\n"
+"have fixed banks, so it has no effect).  A driver without the call raises\n"
+"driver.Error naming it.");
+
+static PyObject *
+context_set_shared_config(PyObject *type, PyObject *arg)
+{
+    long cfg;
+    if (int_arg(arg, "shared config", 0, CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE, &cfg) < 0)
+        return NULL;
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    if (bc_check(st, bc_drv.cuCtxSetSharedMemConfig((CUsharedconfig)cfg),
+                 "cuCtxSetSharedMemConfig") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(get_shared_config_doc,
+"get_shared_config($type)\n--\n\n"
+"Shared memory bank size of the current context (static): a shared_config member\n"
+"(cuCtxGetSharedMemConfig, deprecated by CUDA; driver.Error naming it where the\n"
+"driver lacks it).");
+
+static PyObject *
+context_get_shared_config(PyObject *type, PyObject *Py_UNUSED(ignored))
+{
+    CURRENT_CONTEXT_OR_FAIL(st, type);
+    CUsharedconfig cfg;
+    if (bc_check(st, bc_drv.cuCtxGetSharedMemConfig(&cfg), "cuCtxGetSharedMemConfig") < 0)
+        return NULL;
+    return bc_driver_enum(st, "shared_config", (unsigned long)cfg);
+}
+
+PyDoc_STRVAR(attach_doc,
+"attach($type, flags=0)\n--\n\n"
+"The Context current on this thread (static; PyCUDA's Context.attach, after\n"
+"cuCtxAttach, which CUDA deprecated): LogicError when none is current.  `flags`\n"
+"must be 0.  Its detach() lets this object go; the context stays with its owner.");
+
+static PyObject *
+context_attach(PyObject *type, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    bc_State *st = type_state(type);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > 1 || (nkw == 1 && !PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0))) ||
+        (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "flags") != 0)) {
+        PyErr_SetString(PyExc_TypeError, "attach() takes one optional argument: flags");
+        return NULL;
+    }
+    if (nargs + nkw == 1) {
+        long flags;
+        if (int_arg(args[0], "attach flags", 0, 0, &flags) < 0)
+            return NULL;
+    }
+    BC_REQUIRE_DRIVER(st, NULL);
+    CUcontext cur = NULL;
+    if (bc_check(st, bc_drv.cuCtxGetCurrent(&cur), "cuCtxGetCurrent") < 0)
+        return NULL;
+    if (cur == NULL)
+        return bc_error_logic(st, "Context.attach(): no context is current on this thread"),
+               NULL;
+    return (PyObject *)bc_context_wrap(st, cur);
+}
+
 PyDoc_STRVAR(enable_peer_access_doc,
 "enable_peer_access($type, peer, flags=0)\n--\n\n"
 "Let the current context access memory of Context `peer` (static).");
@@ -897,6 +964,12 @@ static PyMethodDef context_methods[] = {
      set_cache_config_doc},
     {"get_cache_config", (PyCFunction)context_get_cache_config, METH_NOARGS | METH_CLASS,
      get_cache_config_doc},
+    {"set_shared_config", (PyCFunction)context_set_shared_config, METH_O | METH_CLASS,
+     set_shared_config_doc},
+    {"get_shared_config", (PyCFunction)context_get_shared_config, METH_NOARGS | METH_CLASS,
+     get_shared_config_doc},
+    {"attach", (PyCFunction)(void (*)(void))context_attach,
+     METH_FASTCALL | METH_KEYWORDS | METH_CLASS, attach_doc},
     {"enable_peer_access", (PyCFunction)(void (*)(void))context_enable_peer_access,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, enable_peer_access_doc},
     {"disable_peer_access", (PyCFunction)(void (*)(void))context_disable_peer_access,

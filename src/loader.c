@@ -155,7 +155,10 @@ bc_loader_load_driver(bc_State *st)
         table.fn = proc ? (__typeof__(table.fn))proc                                   \
                         : (__typeof__(table.fn))(void (*)(void))bc_missing_entry;      \
     }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* see loader.h */
     BC_DRIVER_FUNCTIONS(BC_RESOLVE)
+#pragma GCC diagnostic pop
 #undef BC_RESOLVE
 
     CUresult rc = table.cuInit(0);

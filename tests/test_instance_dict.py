@@ -344,3 +344,53 @@ def test_host_allocation_get_flags_on_the_fake_driver(tmp_path):
         print("ok")
     """))
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(toolkit_include() is None or c_compiler() is None,
+                    reason="needs a C compiler and a CUDA toolkit's cuda.h")
+def test_context_attach_and_shared_config_on_the_fake_driver(tmp_path):
+    r = run_with(build_fake_driver(tmp_path), textwrap.dedent("""
+        from barecuda import driver as drv
+        drv.init()
+        try:
+            drv.Context.attach()
+        except drv.LogicError as e:
+            assert "no context is current" in str(e), e
+        else:
+            raise AssertionError("attach() without a current context")
+        ctx = drv.Device(0).retain_primary_context()
+        ctx.push()
+        assert drv.Context.attach() == ctx and drv.Context.attach(flags=0) == ctx
+        for bad in ((1,), ("x",)):
+            try:
+                drv.Context.attach(*bad)
+            except (TypeError, ValueError):
+                pass
+            else:
+                raise AssertionError(bad)
+        # the stand-in lacks the deprecated calls: a driver.Error naming each
+        for call, args, name in ((drv.Context.get_shared_config, (), "cuCtxGetSharedMemConfig"),
+                                 (drv.Context.set_shared_config,
+                                  (drv.shared_config.FOUR_BYTE_BANK_SIZE,),
+                                  "cuCtxSetSharedMemConfig")):
+            try:
+                call(*args)
+            except drv.Error as e:
+                assert name in str(e), e
+            else:
+                raise AssertionError(name)
+        print("ok")
+    """))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.gpu
+def test_shared_config_and_attach_on_the_gpu(ctx):
+    assert drv.Context.attach() == ctx
+    try:
+        cfg = drv.Context.get_shared_config()
+    except drv.Error as e:                      # a driver without the deprecated call
+        assert "cuCtxGetSharedMemConfig" in str(e)
+    else:
+        assert cfg in list(drv.shared_config)
+        drv.Context.set_shared_config(cfg)
