@@ -356,22 +356,27 @@ def test_argument_handler_with_only_get_device_alloc(ctx, rng):
 @gpu
 def test_post_call_runs_after_the_kernel_and_only_where_defined(ctx, rng):
     f = SourceModule(ADD).get_function("axpy")
-    hx = rng.standard_normal(1 << 20).astype(np.float32)
+    n = 1 << 24                      # a kernel of tens of microseconds
+    hx = rng.standard_normal(n).astype(np.float32)
     x = ga.to_gpu(hx)
     seen = []
+    side = drv.Stream(flags=drv.stream_flags.NON_BLOCKING)   # does not wait for stream 0
 
     class Checked(ViewOnly):
         def pre_call(self, stream):
             seen.append(("pre", stream))
 
-        def post_call(self, stream):       # on the default stream: the kernel is done
-            host = np.empty(1 << 20, np.float32)
-            drv.memcpy_dtoh_async(host, int(self), drv.Stream())   # another stream
-            drv.Context.synchronize()
-            seen.append(("post", stream, host.copy()))
+        def post_call(self, stream):
+            # read the result on a stream that does not order after the kernel: right
+            # only if the launch let the kernel finish before calling post_call(None)
+            host = drv.pagelocked_empty(n, np.float32)
+            drv.memcpy_dtoh_async(host, int(self), side)
+            side.synchronize()
+            seen.append(("post", stream, np.array(host)))
 
-    z = drv.mem_alloc(4 << 20)
-    f(Checked(z), x, x, np.float32(3.0), np.int32(1 << 20), block=(256, 1, 1), grid=(4096, 1))
+    z = drv.mem_alloc(4 * n)
+    drv.memset_d32(z, 0x7FC00000, n)           # NaN until the kernel writes
+    f(Checked(z), x, x, np.float32(3.0), np.int32(n), block=(256, 1, 1), grid=(n // 256, 1))
     assert seen[0] == ("pre", None) and seen[1][:2] == ("post", None)
     np.testing.assert_allclose(seen[1][2], 4 * hx, rtol=1e-5, atol=1e-6)
 
@@ -380,8 +385,7 @@ def test_post_call_runs_after_the_kernel_and_only_where_defined(ctx, rng):
             raise RuntimeError("post_call of Broken")
 
     with pytest.raises(RuntimeError, match="post_call of Broken"):
-        f(Broken(z), x, x, np.float32(1.0), np.int32(1 << 20), block=(256, 1, 1),
-          grid=(4096, 1))
+        f(Broken(z), x, x, np.float32(1.0), np.int32(n), block=(256, 1, 1), grid=(n // 256, 1))
 
 
 @gpu

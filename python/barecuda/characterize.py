@@ -4,15 +4,11 @@
 import numpy as np
 
 from barecuda import driver as _drv
+from barecuda._array.pycuda_helpers import has_double_support  # noqa: F401  (gpuarray has it too)
 from barecuda.tools import context_dependent_memoize  # noqa: F401  (as PyCUDA's module has it)
 from barecuda.tools import get_or_register_dtype
 
 __all__ = ["has_double_support", "has_stack", "platform_bits", "sizeof"]
-
-
-def has_double_support():
-    """Whether the current device computes in double precision (every supported one does)."""
-    return _drv.Context.get_device().compute_capability() >= (1, 3)
 
 
 def has_stack():

@@ -15,7 +15,7 @@ import numpy as np
 from barecuda import _driver as _cdrv
 from barecuda._array import core as _core
 from barecuda._array import strided as _strided
-from barecuda._array.array import GPUArray, _empty_as, _new_array
+from barecuda._array.array import GPUArray, _empty_as, _new_array, _result_as
 from barecuda._array.ops import (_BINOPS, _COMPARE, _binop_expr, _compute_dtype,  # noqa: F401
                                  _result_dtype, _types)
 from barecuda._kernels.cdecl import dtype_to_ctype
@@ -79,7 +79,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         # both dense in one order (itemsizes may differ): one flat index walks x, y and z
         if ((x._c and y._c) or (x._f and y._f)) and _dense_out(out, x, res):
             if out is None:
-                z = _empty_as(x, res, stream)
+                z = _result_as(x, res, stream)
                 if x.size:
                     k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
                     _remember(_ELEMENTWISE[False][op], x.dtype, y.dtype, res, k)
@@ -95,7 +95,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
         x = x._contiguous(stream)
         y = y._contiguous(stream)
         if out is None:
-            z = _empty_as(x, res, stream)
+            z = _result_as(x, res, stream)
             if x.size:
                 k.launch_flat(x.size, [z.ptr, x.ptr, y.ptr], stream)
             return z
@@ -133,7 +133,7 @@ def _binary(op: str, x: GPUArray, y: Any, reverse: bool = False, out: GPUArray |
             return r[0]  # type: ignore[no-any-return]
         x = x._contiguous(stream)
     if out is None:
-        z = _empty_as(x, res, stream)
+        z = _result_as(x, res, stream)
         if x.size:
             k.launch_flat(x.size, [z.ptr, x.ptr] + s, stream)
             if weak:
@@ -167,7 +167,7 @@ def _binary_0d(op: str, x: GPUArray, y: GPUArray, out: GPUArray | None,
         else:
             y = big
     if out is None:
-        z: GPUArray = _empty_as(big, res, stream)
+        z: GPUArray = _result_as(big, res, stream)
         if big.size:
             k.launch_flat(big.size, [z.ptr, x.ptr, y.ptr], stream)
         return z
@@ -283,7 +283,7 @@ def _unary(op: str, x: GPUArray, out: GPUArray | None = None,
     if not (x._c or x._f):
         x = x._contiguous(stream)
     if out is None:
-        z = _empty_as(x, res, stream)
+        z = _result_as(x, res, stream)
         if x.size:
             k.launch_flat(x.size, [z.ptr, x.ptr], stream)
             _remember(_UNARY[op], x.dtype, None, res, k)

@@ -29,7 +29,7 @@ from barecuda._kernels import cache as _kcache
 _drv = _cdrv
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
     from typing import SupportsIndex
 
     import numpy.typing as npt
@@ -604,7 +604,7 @@ class GPUArray(_cdrv._ArrayBase):
         if dtype == self.dtype:   # a subclass's copy() may take no stream (PyCUDA's takes none)
             return self.copy() if stream is None else self.copy(stream)
         src = self._contiguous(stream) if not (self._c or self._f) else self
-        out = _empty_as(src, dtype, stream)
+        out = _result_as(src, dtype, stream)
         _cast_kernel(self.dtype, dtype).launch_flat(self.size, [out.ptr, src.ptr], stream)
         return out
 
@@ -739,7 +739,7 @@ class GPUArray(_cdrv._ArrayBase):
         shape and order, as PyCUDA's ``reverse``.
         """
         src = self if (self._c or self._f) else self._contiguous(stream)
-        out = _empty_as(src, self.dtype, stream)
+        out = _result_as(src, self.dtype, stream)
         if self.size:
             k = _reverse_kernel(self.dtype)
             k.launch_flat(self.size, [out.ptr, src.ptr], stream)
@@ -882,15 +882,21 @@ def _new_scalar(dtype: np.dtype[Any], allocator: Any, stream: Stream | None) -> 
     return z
 
 
-def _empty_as(x: GPUArray, dtype: np.dtype[Any], stream: Stream | None) -> GPUArray:
-    """A new dense array with x's shape and memory order (x must be C- or F-contiguous)
-    and `dtype`, so elementwise kernels can walk both with one flat index; skips
-    __init__'s checks.  The result of an operation on a subclass's instance is made by
-    its ``_new_like_me(dtype)``, as PyCUDA makes it, when that gives the layout asked."""
+def _result_as(x: GPUArray, dtype: np.dtype[Any], stream: Stream | None) -> GPUArray:
+    """The result of an operation on x: as _empty_as, except that for a subclass's
+    instance it is made by ``x._new_like_me(dtype)``, as PyCUDA makes it, when that
+    gives the layout asked (else a plain GPUArray)."""
     if type(x) is not GPUArray:
         z = x._new_like_me(dtype)
         if z.shape == x.shape and z.dtype == dtype and ((z._c and x._c) or (z._f and x._f)):
             return z
+    return _empty_as(x, dtype, stream)
+
+
+def _empty_as(x: GPUArray, dtype: np.dtype[Any], stream: Stream | None) -> GPUArray:
+    """A new dense GPUArray with x's shape and memory order (x must be C- or
+    F-contiguous) and `dtype`, so elementwise kernels can walk both with one flat
+    index; skips __init__'s checks."""
     z = GPUArray.__new__(GPUArray)
     z.shape = x.shape
     z.dtype = dtype

@@ -14,7 +14,7 @@ import numpy as np
 
 from barecuda import driver as _drv
 from barecuda._array.core import _strided_copy
-from barecuda._array.layout import ArrayFlags
+from barecuda._array.layout import ArrayFlags, _c_strides, _f_strides, _layout
 
 if TYPE_CHECKING:
     from barecuda.driver import Stream
@@ -90,22 +90,12 @@ def _compact_strides(a: Any) -> list[int]:
 
 def _c_contiguous_strides(itemsize: int, shape: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides (PyCUDA's compyte helper takes the itemsize first)."""
-    out = []
-    step = itemsize
-    for extent in reversed(tuple(shape)):
-        out.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(out))
+    return _c_strides(tuple(shape), itemsize)
 
 
 def _f_contiguous_strides(itemsize: int, shape: Sequence[int]) -> tuple[int, ...]:
-    """Column-major strides."""
-    out = []
-    step = itemsize
-    for extent in tuple(shape):
-        out.append(step)
-        step *= max(extent, 1)
-    return tuple(out)
+    """Column-major strides (itemsize first, as PyCUDA's)."""
+    return _f_strides(tuple(shape), itemsize)
 
 
 def has_double_support() -> bool:
@@ -203,19 +193,6 @@ def _splay_backend(n: int, dev: Any) -> tuple[tuple[int, int], tuple[int, int, i
     return splay(n, dev)
 
 
-def _contiguous(shape: Sequence[int], strides: Sequence[int], itemsize: int,
-                fortran: bool) -> bool:
-    if 0 in tuple(shape):
-        return True
-    axes = list(zip(shape, strides))
-    step = itemsize
-    for extent, stride in (axes if fortran else reversed(axes)):
-        if extent != 1 and stride != step:
-            return False
-        step *= extent
-    return True
-
-
 class _ArrayFlags(ArrayFlags):
     """PyCUDA's flags class (compyte's ArrayFlags), made from an array: barecuda's
     ArrayFlags (c_contiguous, f_contiguous, forc) computed from `ary`'s shape,
@@ -223,7 +200,5 @@ class _ArrayFlags(ArrayFlags):
     __slots__ = ()
 
     def __init__(self, ary: Any) -> None:
-        shape, strides = tuple(ary.shape), tuple(ary.strides)
-        size = np.dtype(ary.dtype).itemsize
-        super().__init__(_contiguous(shape, strides, size, False),
-                         _contiguous(shape, strides, size, True))
+        super().__init__(*_layout(tuple(ary.shape), tuple(ary.strides),
+                                  np.dtype(ary.dtype).itemsize))
