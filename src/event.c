@@ -368,7 +368,21 @@ event_repr(bc_Event *self)
                                 self->handle ? "" : " (closed)");
 }
 
+PyDoc_STRVAR(event_done_doc,
+"done($self)\n--\n\n"
+"An asyncio future of the running loop, done (result: the event) once the work\n"
+"before the event's last record() is; `await event` is the same.  Awaits of\n"
+"events wake in the order the events complete (each waits on a stream of its own\n"
+"from a pool of the loop).  Needs a running event loop.");
+
+static PyObject *
+event_done(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return bc_await_future(self);
+}
+
 static PyMethodDef event_methods[] = {
+    {"done", (PyCFunction)event_done, METH_NOARGS, event_done_doc},
     {"record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL | METH_KEYWORDS,
      record_doc},
     {"synchronize", (PyCFunction)event_synchronize, METH_NOARGS, synchronize_doc},
@@ -407,6 +421,7 @@ static PyType_Slot event_slots[] = {
     {Py_tp_traverse, event_traverse},
     {Py_tp_clear, event_clear},
     {Py_tp_repr, event_repr},
+    {Py_am_await, bc_await_iter},
     {Py_tp_methods, event_methods},
     {Py_tp_getset, event_getset},
     {Py_tp_members, event_members},

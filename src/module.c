@@ -31,8 +31,28 @@ set_enum_factory(PyObject *m, PyObject *factory)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(set_awaiter_doc,
+"_set_awaiter(awaiter)\n--\n\n"
+"Register `awaiter(stream_or_event) -> asyncio future` (barecuda.driver does at its\n"
+"import, from barecuda/_core/aio.py): what Stream.done(), Event.done() and `await`\n"
+"on either return.  None unregisters it.");
+
+static PyObject *
+set_awaiter(PyObject *m, PyObject *awaiter)
+{
+    bc_State *st = bc_state_from_module(m);
+    if (awaiter != Py_None && !PyCallable_Check(awaiter)) {
+        PyErr_Format(PyExc_TypeError, "_set_awaiter() needs a callable or None, not %.100s",
+                     Py_TYPE(awaiter)->tp_name);
+        return NULL;
+    }
+    Py_XSETREF(st->awaiter, awaiter == Py_None ? NULL : Py_NewRef(awaiter));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_functions[] = {
     {"_set_enum_factory", (PyCFunction)set_enum_factory, METH_O, set_enum_factory_doc},
+    {"_set_awaiter", (PyCFunction)set_awaiter, METH_O, set_awaiter_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -78,7 +98,7 @@ bc_exec(PyObject *m)
         bc_array_setup,    bc_texture_setup,  bc_dlpack_setup, bc_blockcache_setup,
         bc_staging_setup,  bc_gpuarray_setup, bc_hostmem_setup, bc_pointer_setup,
         bc_curand_setup,   bc_linker_setup,   bc_trace_setup,  bc_nvtx_setup,
-        bc_nccl_setup,     bc_diskcache_setup, bc_hostpool_setup, bc_copybench_setup,
+        bc_nccl_setup,     bc_waker_setup,     bc_diskcache_setup, bc_hostpool_setup, bc_copybench_setup,
     };
     for (size_t i = 0; i < BC_COUNT(setups); i++)
         if (setups[i](m, st) < 0)

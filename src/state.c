@@ -63,6 +63,34 @@ bc_enum_class(bc_State *st, const char *name)
 }
 
 PyObject *
+bc_await_future(PyObject *obj)
+{
+    bc_State *st = bc_state_of(obj);
+    if (st == NULL)
+        return NULL;
+    if (st->awaiter == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "awaiting needs barecuda.driver imported (it registers the awaiter)");
+        return NULL;
+    }
+    return PyObject_CallOneArg(st->awaiter, obj);
+}
+
+PyObject *
+bc_await_iter(PyObject *obj)
+{
+    PyObject *fut = bc_await_future(obj);
+    if (fut == NULL)
+        return NULL;
+    PyTypeObject *tp = Py_TYPE(fut);
+    PyObject *it = tp->tp_as_async != NULL && tp->tp_as_async->am_await != NULL
+                       ? tp->tp_as_async->am_await(fut)
+                       : PyObject_CallMethod(fut, "__await__", NULL);
+    Py_DECREF(fut);
+    return it;
+}
+
+PyObject *
 bc_driver_enum(bc_State *st, const char *enum_name, unsigned long value)
 {
     PyObject *cls = bc_enum_class(st, enum_name);

@@ -144,6 +144,15 @@ let_go_kept(PyObject *list, int sync_each)
     return closed;
 }
 
+/* What src/waker.c (a floor above) registers at module init. */
+static bc_stream_closing_hook closing_hook;
+
+void
+bc_stream_on_close(bc_stream_closing_hook fn)
+{
+    closing_hook = fn;
+}
+
 /* The Graph maker src/graph.c (a floor above) registers at module init. */
 static bc_graph_maker graph_maker;
 
@@ -270,6 +279,8 @@ stream_release(bc_Stream *self)
     CUresult rc = CUDA_SUCCESS;
     if (self->owned && self->handle != NULL && self->ctx != NULL && !self->ctx->let_go &&
         bc_drv_ready) {
+        if (closing_hook != NULL)
+            closing_hook(self->handle);
         int entered = bc_context_enter(self->ctx);
         if (entered >= 0) {
             /* A capture left open (an exception between begin_capture and
@@ -646,7 +657,23 @@ stream_keep(bc_Stream *self, PyObject *obj)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(stream_done_doc,
+"done($self)\n--\n\n"
+"An asyncio future of the running loop, done (result None) once the work queued\n"
+"so far on this stream is; `await stream` is the same.  No thread waits and\n"
+"nothing polls: a stream callback wakes the loop.  A device fault raises its\n"
+"driver error in every awaiting task; closing the stream or detaching its context\n"
+"while awaited raises LogicError there.  Cancelling the future leaves the GPU work\n"
+"alone.  Needs a running event loop.");
+
+static PyObject *
+stream_done(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return bc_await_future(self);
+}
+
 static PyMethodDef stream_methods[] = {
+    {"done", (PyCFunction)stream_done, METH_NOARGS, stream_done_doc},
     {"_keep_alive", (PyCFunction)stream_keep, METH_O,
      "_keep_alive($self, obj)\n--\n\nPrivate: keep obj alive until the stream is next known idle."},
     {"wait_for_event", (PyCFunction)stream_wait_for_event, METH_O, wait_for_event_doc},
@@ -697,6 +724,7 @@ static PyType_Slot stream_slots[] = {
     {Py_tp_hash, stream_hash},
     {Py_tp_richcompare, stream_richcompare},
     {Py_tp_repr, stream_repr},
+    {Py_am_await, bc_await_iter},
     {Py_tp_doc, (void *)stream_doc},
     {0, NULL},
 };

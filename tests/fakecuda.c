@@ -167,6 +167,66 @@ void fake_copy_counts(unsigned long long out[C_NKINDS]) {
 void fake_set_copy_delay_us(unsigned us) { copy_delay_us = us; }
 static CUresult f_streamcreate(CUstream *s, unsigned f) { (void)f; static long k = 0x3000; *s = (CUstream)(k++); return 0; }
 static CUresult f_streamcreate_prio(CUstream *s, unsigned f, int p) { (void)p; return f_streamcreate(s, f); }
+/* Stream callbacks (cuStreamAddCallback) wait here until a test fires them with
+ * fake_fire_callbacks(stream, status, n): the first n queued on `stream` (0: on
+ * any), in the order queued, each called on a thread of its own as the driver's
+ * callback thread would; fake_pending_callbacks() counts those still queued. */
+struct fake_cb { CUstream s; CUstreamCallback fn; void *data; struct fake_cb *next; };
+static struct fake_cb *cbs;
+static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUresult f_addcallback(CUstream s, CUstreamCallback fn, void *data, unsigned f) {
+    if (f) return CUDA_ERROR_INVALID_VALUE;
+    struct fake_cb *c = malloc(sizeof *c), **p;
+    c->s = s; c->fn = fn; c->data = data; c->next = NULL;
+    pthread_mutex_lock(&cb_lock);
+    for (p = &cbs; *p; p = &(*p)->next) {}
+    *p = c;
+    pthread_mutex_unlock(&cb_lock);
+    return 0;
+}
+struct fake_fire { struct fake_cb *list; CUresult status; };
+static void *fire_thread(void *arg) {
+    struct fake_fire *f = arg;
+    while (f->list) {
+        struct fake_cb *c = f->list;
+        f->list = c->next;
+        c->fn(c->s, f->status, c->data);
+        free(c);
+    }
+    return NULL;
+}
+int fake_fire_callbacks(unsigned long long stream, int status, int n) {
+    struct fake_fire f = {NULL, (CUresult)status};
+    struct fake_cb **tail = &f.list, **p;
+    int k = 0;
+    pthread_mutex_lock(&cb_lock);
+    for (p = &cbs; *p && (n <= 0 || k < n);) {
+        if (stream == 0 || (unsigned long long)(uintptr_t)(*p)->s == stream) {
+            struct fake_cb *c = *p;
+            *p = c->next;
+            c->next = NULL;
+            *tail = c; tail = &c->next;
+            k++;
+        } else {
+            p = &(*p)->next;
+        }
+    }
+    pthread_mutex_unlock(&cb_lock);
+    pthread_t t;
+    pthread_create(&t, NULL, fire_thread, &f);
+    pthread_join(t, NULL);
+    return k;
+}
+int fake_pending_callbacks(void) {
+    int k = 0;
+    pthread_mutex_lock(&cb_lock);
+    for (struct fake_cb *c = cbs; c; c = c->next) k++;
+    pthread_mutex_unlock(&cb_lock);
+    return k;
+}
+static CUresult f_streamgetctx(CUstream s, CUcontext *c) { (void)s; *c = current; return current ? 0 : CUDA_ERROR_INVALID_CONTEXT; }
+static CUresult f_iscapturing(CUstream s, CUstreamCaptureStatus *st) { (void)s; *st = CU_STREAM_CAPTURE_STATUS_NONE; return 0; }
+
 static struct {
     unsigned long long count;
     unsigned int dims[7];
@@ -336,7 +396,8 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuMemcpyHtoD", f_htod}, {"cuMemcpyDtoH", f_dtoh},
     {"cuMemcpyHtoDAsync", f_htod_async}, {"cuMemcpyDtoHAsync", f_dtoh_async},
     {"cuStreamCreate", f_streamcreate}, {"cuStreamCreateWithPriority", f_streamcreate_prio}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
-    {"cuStreamWaitEvent", ok},
+    {"cuStreamWaitEvent", ok}, {"cuStreamAddCallback", f_addcallback},
+    {"cuStreamGetCtx", f_streamgetctx}, {"cuStreamIsCapturing", f_iscapturing},
     {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", ok},
     {"cuEventSynchronize", ok}, {"cuEventDestroy", ok}, {"cuEventElapsedTime", f_elapsed},
     {"cuArray3DCreate", f_array3dcreate}, {"cuArrayDestroy", f_arraydestroy},

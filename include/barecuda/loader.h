@@ -44,7 +44,7 @@ CUresult CUDAAPI cuProfilerStop(void);
     X(cuOccupancyMaxPotentialBlockSize) X(cuOccupancyMaxActiveClusters)         \
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy)          \
     X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent)                \
-    X(cuLaunchHostFunc) X(cuStreamGetPriority) X(cuStreamGetFlags)              \
+    X(cuLaunchHostFunc) X(cuStreamAddCallback) X(cuStreamGetPriority) X(cuStreamGetFlags)              \
     X(cuStreamGetCtx) X(cuStreamBeginCapture) X(cuStreamEndCapture)             \
     X(cuStreamIsCapturing) X(cuStreamAttachMemAsync)                            \
     X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)   \

@@ -20,13 +20,14 @@
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
     X(ArrayBaseType) X(HotEntryType) X(OpTableType) X(HostViewType)            \
-    X(LinkerType) X(NcclCommType)                                              \
+    X(LinkerType) X(NcclCommType) X(WakerType)                                              \
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
     X(context_memo)    /* weakref: the Context bc_context_wrap found last */   \
     X(enum_factory)    /* callable(name) -> enum class, set by barecuda.driver */ \
     X(enum_classes)    /* dict: enum name -> class the factory made (a cache) */ \
+    X(awaiter)         /* callable(obj) -> asyncio future, set by barecuda.driver */ \
     X(ipc_exported)    /* set: IPC handles this process exported (memory.c) */ \
     X(bench_armed)     /* (Function, bytes): the launch _bench_fire makes */   \
     X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
@@ -128,12 +129,19 @@ int bc_trace_setup(PyObject *m, bc_State *st);
 int bc_nvtx_setup(PyObject *m, bc_State *st);
 void bc_trace_discard(bc_State *st);
 int bc_nccl_setup(PyObject *m, bc_State *st);
+int bc_waker_setup(PyObject *m, bc_State *st);
 
 /* The enum class `name` (new reference; src/state.c) that the Python layer's factory makes
  * (barecuda.driver registers it with _set_enum_factory at its import: this floor
  * never imports the one above).  NULL with no exception set when no factory is
  * registered: callers then hand out plain ints. */
 PyObject *bc_enum_class(bc_State *st, const char *name);
+
+/* `stream.done()` / `await stream` (and Event's): the future the awaiter that
+ * barecuda.driver registers (barecuda/_core/aio.py) makes for obj, or for
+ * bc_await_iter, that future's __await__ iterator.  New reference, or NULL. */
+PyObject *bc_await_future(PyObject *obj);
+PyObject *bc_await_iter(PyObject *obj);
 
 /* <enum_name>(value) (new reference) from the registered factory's class, or a
  * plain int when no factory is registered or the enum has no member of that

@@ -44,6 +44,12 @@ int bc_stream_keep_alive(bc_State *st, PyObject *stream, PyObject *obj);
  * src/graph.c (a floor above) registers at module init: it takes ownership of the
  * graph and holds ctx, and returns the Graph object, or NULL with an exception
  * set (the graph destroyed then). */
+/* Called, GIL held, just before a stream of ours is destroyed (close() or
+ * collection), with its handle: src/waker.c registers it at module init to answer
+ * the awaits on that stream.  Must not raise. */
+typedef void (*bc_stream_closing_hook)(CUstream handle);
+void bc_stream_on_close(bc_stream_closing_hook fn);
+
 typedef PyObject *(*bc_graph_maker)(bc_State *st, CUgraph graph, bc_Context *ctx);
 void bc_stream_set_graph_maker(bc_graph_maker fn);
 

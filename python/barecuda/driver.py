@@ -72,6 +72,8 @@ from barecuda._core.enums import (  # noqa: E402
     enum_names as enum_names,
 )
 from barecuda._core import enums as _enums  # noqa: E402
+# `await stream`, `await event`, Stream.done(), Event.done(): registers their awaiter
+from barecuda._core import aio as _aio  # noqa: E402,F401
 
 
 def __getattr__(name: str) -> Any:

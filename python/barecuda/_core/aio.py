@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: MIT
+"""asyncio futures for the driver's completion points: ``await stream``, ``await event``.
+
+How the loop learns that the GPU is done, with no thread of ours waiting and no
+polling: each event loop has one :class:`_LoopWaker`, which owns a C ``Waker``
+(src/waker.c: an eventfd that a stream callback writes on the driver's callback
+thread, where no Python runs) and watches its fd with ``loop.add_reader``.  Every
+pending await of that loop is one entry of its table, answered when the fd turns
+readable: the future gets None (or the event, or a copy's host array), or the
+driver error the callback was given, or LogicError when the stream was closed or
+its context detached first.
+
+What users rely on, and where it is kept:
+- Cancelling an await (``asyncio.wait_for``'s timeout, a cancelled task) only
+  cancels the future: the GPU work goes on, what it reads and writes stays alive in
+  the C watch until the callback comes, and the callback then finds a done future.
+- A loop closed while awaits are pending: the table holds the futures weakly and
+  the registry holds loops weakly, so the loop, its table and the Waker go; the
+  Waker's fd is closed, and the watches still pending let go of what they kept when
+  the GPU is past them (src/waker.c).
+- ``await event`` waits on a stream of its own (a pool per loop and context), so
+  awaits on events wake in the order the events complete.
+
+This module imports asyncio on first use only (``import barecuda`` stays cheap).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+from barecuda import _driver
+
+_tokens = itertools.count(1)
+_by_loop: weakref.WeakKeyDictionary[Any, _LoopWaker] = weakref.WeakKeyDictionary()
+_by_id: dict[int, tuple[Any, _LoopWaker]] = {}   # loops that take no weak reference
+_last: tuple[Any, Any] | None = None              # weak references: (loop, its waker)
+
+
+def done(obj: Any, result: Any = None, keep: Any = None) -> Any:
+    """A future of the running loop, done once `obj`'s work is: an Event (the work
+    before its last record; the result is the event unless `result` is given) or a
+    stream (a Stream, None for the legacy default stream, a handle, or an object with
+    ``__cuda_stream__``; the work queued on it so far; the result is `result`).
+    `keep` stays alive until the GPU is past that work (a copy's buffers)."""
+    waker = _waker_for_running_loop()
+    if isinstance(obj, _driver.Event):
+        return waker.watch_event(obj, obj if result is None else result, keep)
+    return waker.watch(obj, result, keep)
+
+
+def _waker_for_running_loop() -> _LoopWaker:
+    global _last
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    last = _last
+    if last is not None and last[0]() is loop:
+        waker = last[1]()
+        if waker is not None and not waker.closed:
+            return waker
+    try:
+        waker = _by_loop.get(loop)
+        weak = True
+    except TypeError:                      # a loop type without __weakref__
+        weak = False
+        _forget_closed_loops()
+        waker = _by_id.get(id(loop), (None, None))[1]
+    if waker is None or waker.closed:
+        waker = _LoopWaker(loop)
+        if weak:
+            _by_loop[loop] = waker
+        else:
+            _by_id[id(loop)] = (loop, waker)
+    if weak:
+        _last = (weakref.ref(loop), weakref.ref(waker))
+    return waker
+
+
+def _forget_closed_loops() -> None:
+    for key, (loop, waker) in list(_by_id.items()):
+        if loop.is_closed():
+            waker.close()
+            del _by_id[key]
+
+
+class _LoopWaker:
+    """The awaits pending on one event loop, and the fd that tells it of them."""
+
+    def __init__(self, loop: Any) -> None:
+        self._waker = _driver.Waker()
+        # token -> (weak reference to the future, its result, what to do after)
+        self._pending: dict[int, tuple[Any, Any, Any]] = {}
+        # Context -> idle Streams for awaiting events (a stream each pending await)
+        self._event_streams: dict[Any, list[Any]] = {}
+        self._loop = weakref.ref(loop) if _weakrefable(loop) else (lambda: loop)
+        loop.add_reader(self._waker.fileno(), self._drain)
+
+    @property
+    def closed(self) -> bool:
+        return self._waker.closed
+
+    def watch(self, stream: Any, result: Any, keep: Any, after: Any = None) -> Any:
+        loop = self._loop()
+        fut = loop.create_future()
+        token = next(_tokens)
+        self._waker.watch(stream, token, (stream, keep))
+        self._pending[token] = (weakref.ref(fut), result, after)
+        return fut
+
+    def watch_event(self, event: Any, result: Any, keep: Any) -> Any:
+        ctx = event.context
+        idle = self._event_streams.setdefault(ctx, [])
+        stream = idle.pop() if idle else _new_stream(ctx)
+        stream.wait_for_event(event)
+        return self.watch(stream, result, (event, keep), after=(idle, stream))
+
+    def _drain(self) -> None:
+        for token, exc in self._waker.drain():
+            entry = self._pending.pop(token, None)
+            if entry is None:
+                continue
+            ref, result, after = entry
+            if after is not None and exc is None:
+                after[0].append(after[1])      # the event's stream is idle again
+            fut = ref()
+            if fut is None or fut.done():      # dropped or cancelled: nothing to tell
+                continue
+            if exc is None:
+                fut.set_result(result)
+            else:
+                fut.set_exception(exc)
+
+    def close(self) -> None:
+        loop = self._loop()
+        if loop is not None and not loop.is_closed() and not self._waker.closed:
+            loop.remove_reader(self._waker.fileno())
+        self._waker.close()
+
+
+def _weakrefable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _new_stream(ctx: Any) -> Any:
+    """A non-blocking stream of `ctx` (made current for the call if it is not)."""
+    from barecuda._driver import Context, Stream
+
+    flags = 1   # CU_STREAM_NON_BLOCKING: the legacy default stream does not serialise it
+    if ctx is None or Context.get_current() == ctx:
+        return Stream(flags)
+    ctx.push()
+    try:
+        return Stream(flags)
+    finally:
+        Context.pop()
+
+
+_driver._set_awaiter(done)

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+/* Waker: how an asyncio loop learns that the GPU is done, with no thread of ours
+ * waiting and no polling (the Python half is barecuda/_core/aio.py).
+ *
+ * watch(stream, token, keep) queues a stream callback.  cuStreamAddCallback is
+ * used, not cuLaunchHostFunc, because it still runs (once, with the error) after
+ * a device fault, so a failed kernel reaches every awaiting task.  On the
+ * driver's callback thread no Python runs: the callback moves its watch onto its
+ * Waker's done list under one process-wide mutex and, when nothing was signalled
+ * yet, writes the Waker's eventfd (a pipe where there is none), which the loop
+ * watches with add_reader.  drain(), on the loop's thread, reads the fd and
+ * answers (token, None or the exception) for each watch done, and only then lets
+ * go of what the watch kept alive (the stream, the buffers of a copy).
+ *
+ * A stream closed or a context let go while watched cannot be counted on to call
+ * back: their hooks (registered with stream.c and context.c) answer the watches
+ * on them at once with a LogicError; the callback that may still come later only
+ * lets go of what its watch kept.  A Waker closed (its loop gone) while watches
+ * are pending stays in C until the last of them has called back; what they kept
+ * is then let go of from a Python thread through Py_AddPendingCall. */
+#include "barecuda/argparse.h"
+#include "barecuda/context.h"
+#include "barecuda/error.h"
+#include "barecuda/loader.h"
+#include "barecuda/stream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/eventfd.h>
+#endif
+
+/* Why a watch was answered before its callback came. */
+enum { WK_STREAM_CLOSED = 1, WK_CONTEXT_GONE = 2 };
+
+typedef struct wk_core wk_core;
+
+typedef struct wk_watch {
+    wk_core *core;
+    unsigned long long token;
+    CUcontext ctx;
+    CUstream stream;
+    PyObject *keep;                /* let go of with the GIL, after the callback */
+    CUresult status;               /* what the callback was given */
+    int answered;                  /* a hook answered it already */
+    struct wk_watch *prev, *next;  /* the process's pending list, until called back */
+    struct wk_watch *done_next;    /* its core's done list, after */
+} wk_watch;
+
+typedef struct wk_answer {         /* an answer a hook gave before the callback */
+    unsigned long long token;
+    int why;
+    struct wk_answer *next;
+} wk_answer;
+
+struct wk_core {
+    int rfd, wfd;                  /* eventfd: the same fd twice; -1 once closed */
+    int closed;                    /* the Waker was closed: nobody drains any more */
+    int signalled;                 /* written to since the last drain */
+    int release_queued;            /* a Py_AddPendingCall for a closed core is queued */
+    Py_ssize_t refs;               /* the Waker object, and each watch not yet freed */
+    Py_ssize_t pending;            /* watches not yet called back */
+    wk_watch *done;
+    wk_answer *answers;
+};
+
+/* One lock for every core and the pending list: the callback thread takes it
+ * without the GIL, and nothing that needs the GIL is done while holding it. */
+static pthread_mutex_t wk_lock = PTHREAD_MUTEX_INITIALIZER;
+static wk_watch wk_pending = {.prev = &wk_pending, .next = &wk_pending};
+static Py_ssize_t wk_live_cores, wk_live_watches;
+
+typedef struct {
+    PyObject_HEAD
+    wk_core *core;                 /* NULL once closed */
+    PyObject *dict;
+    PyObject *weakreflist;
+} bc_Waker;
+
+/* ---------------------------------------------------------------- the fd */
+
+static int
+open_fds(wk_core *c)
+{
+#ifdef __linux__
+    c->rfd = c->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return c->rfd < 0 ? -1 : 0;
+#else
+    int p[2];
+    if (pipe(p) < 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        fcntl(p[i], F_SETFL, fcntl(p[i], F_GETFL) | O_NONBLOCK);
+        fcntl(p[i], F_SETFD, FD_CLOEXEC);
+    }
+    c->rfd = p[0];
+    c->wfd = p[1];
+    return 0;
+#endif
+}
+
+static void
+close_fds(wk_core *c)
+{
+    if (c->rfd >= 0)
+        close(c->rfd);
+    if (c->wfd >= 0 && c->wfd != c->rfd)
+        close(c->wfd);
+    c->rfd = c->wfd = -1;
+}
+
+/* Lock held.  One write per drain: the loop reads whatever came in between. */
+static void
+signal_core(wk_core *c)
+{
+    if (c->closed || c->signalled)
+        return;
+    unsigned long long one = 1;
+    ssize_t n;
+    do
+        n = write(c->wfd, &one, sizeof one);
+    while (n < 0 && errno == EINTR);
+    c->signalled = 1;
+}
+
+/* Lock held. */
+static void
+read_signal(wk_core *c)
+{
+    unsigned long long buf[8];
+    ssize_t n;
+    do
+        n = read(c->rfd, buf, sizeof buf);
+    while (n > 0 || (n < 0 && errno == EINTR));
+    c->signalled = 0;
+}
+
+/* ------------------------------------------------------- the callback side */
+
+static int release_closed(void *arg);
+
+/* Runs on the driver's callback thread: no Python. */
+static void CUDA_CB
+watch_done(CUstream Py_UNUSED(hstream), CUresult status, void *data)
+{
+    wk_watch *w = data;
+    wk_core *c = w->core;
+    pthread_mutex_lock(&wk_lock);
+    w->status = status;
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    c->pending--;
+    w->done_next = c->done;
+    c->done = w;
+    if (!c->closed)
+        signal_core(c);
+    else if (!c->release_queued && !bc_is_finalizing() &&
+             Py_AddPendingCall(release_closed, c) == 0)
+        c->release_queued = 1;
+    pthread_mutex_unlock(&wk_lock);
+}
+
+/* GIL held, lock not held: let go of a list of done watches and answers taken
+ * off a core.  Returns how many watches were freed (each held a core ref). */
+static Py_ssize_t
+free_taken(wk_watch *done, wk_answer *answers)
+{
+    Py_ssize_t n = 0;
+    while (done != NULL) {
+        wk_watch *w = done;
+        done = w->done_next;
+        Py_XDECREF(w->keep);
+        PyMem_RawFree(w);
+        n++;
+    }
+    while (answers != NULL) {
+        wk_answer *a = answers;
+        answers = a->next;
+        PyMem_RawFree(a);
+    }
+    return n;
+}
+
+/* Lock held: drop n refs of c, freeing it at none. */
+static void
+core_decref(wk_core *c, Py_ssize_t n)
+{
+    c->refs -= n;
+    wk_live_watches -= n;
+    if (c->refs == 0) {
+        close_fds(c);
+        PyMem_RawFree(c);
+        wk_live_cores--;
+    }
+}
+
+/* A Py_AddPendingCall from watch_done: lets go of what the watches of a closed
+ * core kept, on a Python thread with the GIL. */
+static int
+release_closed(void *arg)
+{
+    wk_core *c = arg;
+    pthread_mutex_lock(&wk_lock);
+    wk_watch *done = c->done;
+    c->done = NULL;
+    c->release_queued = 0;
+    pthread_mutex_unlock(&wk_lock);
+    Py_ssize_t n = free_taken(done, NULL);
+    pthread_mutex_lock(&wk_lock);
+    core_decref(c, n);
+    pthread_mutex_unlock(&wk_lock);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the hooks */
+
+/* GIL held; never raises.  Answer every pending, unanswered watch that `match`
+ * picks with `why` (the callback still comes later, or never). */
+static void
+answer_pending(int (*match)(wk_watch *, void *), void *arg, int why)
+{
+    pthread_mutex_lock(&wk_lock);
+    for (wk_watch *w = wk_pending.next; w != &wk_pending; w = w->next) {
+        if (w->answered || w->core->closed || !match(w, arg))
+            continue;
+        wk_answer *a = PyMem_RawMalloc(sizeof *a);
+        if (a == NULL)
+            continue; /* its callback will answer it, if it comes */
+        a->token = w->token;
+        a->why = why;
+        a->next = w->core->answers;
+        w->core->answers = a;
+        w->answered = 1;
+        signal_core(w->core);
+    }
+    pthread_mutex_unlock(&wk_lock);
+}
+
+static int
+match_stream(wk_watch *w, void *arg)
+{
+    return w->stream == (CUstream)arg;
+}
+
+static int
+match_context(wk_watch *w, void *arg)
+{
+    return w->ctx == (CUcontext)arg;
+}
+
+/* stream.c calls this before it destroys a stream of ours. */
+static void
+on_stream_closing(CUstream handle)
+{
+    answer_pending(match_stream, (void *)handle, WK_STREAM_CLOSED);
+}
+
+/* context.c calls this before it gives a context's handle up. */
+static void
+on_context_letting_go(bc_Context *ctx, int Py_UNUSED(arg))
+{
+    answer_pending(match_context, (void *)ctx->handle, WK_CONTEXT_GONE);
+}
+
+/* ------------------------------------------------------------ the type */
+
+static wk_core *
+waker_core(bc_State *st, bc_Waker *self, const char *fn)
+{
+    if (self->core == NULL)
+        bc_error_logic(st, "%s: this Waker was closed", fn);
+    return self->core;
+}
+
+static PyObject *
+waker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Waker() takes no arguments");
+        return NULL;
+    }
+    wk_core *c = PyMem_RawCalloc(1, sizeof *c);
+    if (c == NULL)
+        return PyErr_NoMemory();
+    if (open_fds(c) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        PyMem_RawFree(c);
+        return NULL;
+    }
+    bc_Waker *self = (bc_Waker *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        close_fds(c);
+        PyMem_RawFree(c);
+        return NULL;
+    }
+    c->refs = 1;
+    pthread_mutex_lock(&wk_lock);
+    wk_live_cores++;
+    pthread_mutex_unlock(&wk_lock);
+    self->core = c;
+    return (PyObject *)self;
+}
+
+PyDoc_STRVAR(fileno_doc,
+"fileno($self)\n--\n\nThe fd that becomes readable when watches are done (for add_reader).");
+
+static PyObject *
+waker_fileno(bc_Waker *self, PyObject *Py_UNUSED(ignored))
+{
+    wk_core *c = waker_core(bc_state_of((PyObject *)self), self, "fileno()");
+    return c ? PyLong_FromLong(c->rfd) : NULL;
+}
+
+PyDoc_STRVAR(watch_doc,
+"watch($self, stream, token, keep=None)\n--\n\n"
+"Answer `token` from drain() once the work queued so far on `stream` (a Stream,\n"
+"None for the legacy default stream, a handle or an object with __cuda_stream__)\n"
+"is done; `keep` stays alive until the GPU is past that work.");
+
+static PyObject *
+waker_watch(bc_Waker *self, PyObject *args, PyObject *kwargs)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    static char *kwlist[] = {"stream", "token", "keep", NULL};
+    PyObject *vals[3] = {NULL, NULL, Py_None};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:watch", kwlist, &vals[0], &vals[1],
+                                     &vals[2]))
+        return NULL;
+    wk_core *c = waker_core(st, self, "watch()");
+    if (c == NULL)
+        return NULL;
+    CUstream handle;
+    if (bc_stream_convert(st, vals[0], &handle) < 0)
+        return NULL;
+    if (!PyLong_Check(vals[1])) {
+        PyErr_Format(PyExc_TypeError, "watch(): token must be an int, not %.100s",
+                     Py_TYPE(vals[1])->tp_name);
+        return NULL;
+    }
+    unsigned long long token = PyLong_AsUnsignedLongLong(vals[1]);
+    if (token == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (bc_context_require(st) < 0)
+        return NULL;
+    CUcontext ctx = NULL;
+    if (bc_check(st, bc_drv.cuStreamGetCtx(handle, &ctx), "cuStreamGetCtx") < 0)
+        return NULL;
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (bc_check(st, bc_drv.cuStreamIsCapturing(handle, &capturing), "cuStreamIsCapturing") < 0)
+        return NULL;
+    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+        return bc_error_logic(st, "watch(): the stream is capturing a graph: nothing queued on "
+                                  "it runs until the graph is launched, so there is nothing "
+                                  "to await"),
+               NULL;
+
+    wk_watch *w = PyMem_RawCalloc(1, sizeof *w);
+    if (w == NULL)
+        return PyErr_NoMemory();
+    w->core = c;
+    w->token = token;
+    w->ctx = ctx;
+    w->stream = handle;
+    w->keep = Py_NewRef(vals[2]);
+    pthread_mutex_lock(&wk_lock);
+    w->next = &wk_pending;
+    w->prev = wk_pending.prev;
+    wk_pending.prev->next = w;
+    wk_pending.prev = w;
+    c->refs++;
+    c->pending++;
+    wk_live_watches++;
+    pthread_mutex_unlock(&wk_lock);
+
+    CUresult rc = bc_drv.cuStreamAddCallback(handle, watch_done, w, 0);
+    if (rc != CUDA_SUCCESS) {
+        pthread_mutex_lock(&wk_lock);
+        w->prev->next = w->next;
+        w->next->prev = w->prev;
+        c->pending--;
+        core_decref(c, 1);
+        pthread_mutex_unlock(&wk_lock);
+        Py_DECREF(w->keep);
+        PyMem_RawFree(w);
+        return bc_error_raise(st, rc, "cuStreamAddCallback"), NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The exception a watch answers with: the CUDA error its callback was given,
+ * or the LogicError of a hook; NULL (exception set) when it cannot be made. */
+static PyObject *
+answer_exception(bc_State *st, CUresult status, int why)
+{
+    if (why == WK_STREAM_CLOSED)
+        bc_error_logic(st, "the Stream was closed while its work was awaited");
+    else if (why == WK_CONTEXT_GONE)
+        bc_error_logic(st, "the Context was detached or destroyed while its work was awaited");
+    else
+        bc_error_raise(st, status, "the awaited stream work (stream callback)");
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+
+static int
+append_answer(PyObject *list, unsigned long long token, PyObject *exc)
+{
+    PyObject *item = Py_BuildValue("(KO)", token, exc ? exc : Py_None);
+    int rc = item ? PyList_Append(list, item) : -1;
+    Py_XDECREF(item);
+    return rc;
+}
+
+PyDoc_STRVAR(drain_doc,
+"drain($self)\n--\n\n"
+"[(token, None or exception), ...] for the watches done since the last drain\n"
+"(a token answered early, by a stream closed or a context let go, comes once).");
+
+static PyObject *
+waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    wk_core *c = waker_core(st, self, "drain()");
+    if (c == NULL)
+        return NULL;
+    pthread_mutex_lock(&wk_lock);
+    read_signal(c);
+    wk_watch *done = c->done;
+    wk_answer *answers = c->answers;
+    c->done = NULL;
+    c->answers = NULL;
+    pthread_mutex_unlock(&wk_lock);
+
+    PyObject *out = PyList_New(0);
+    for (wk_answer *a = answers; out != NULL && a != NULL; a = a->next) {
+        PyObject *exc = answer_exception(st, CUDA_SUCCESS, a->why);
+        if (exc == NULL || append_answer(out, a->token, exc) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(exc);
+    }
+    /* oldest first: the list was pushed newest first */
+    wk_watch *order = NULL;
+    while (done != NULL) {
+        wk_watch *w = done;
+        done = w->done_next;
+        w->done_next = order;
+        order = w;
+    }
+    for (wk_watch *w = order; out != NULL && w != NULL; w = w->done_next) {
+        if (w->answered)
+            continue;
+        PyObject *exc = w->status == CUDA_SUCCESS ? NULL : answer_exception(st, w->status, 0);
+        if ((w->status != CUDA_SUCCESS && exc == NULL) || append_answer(out, w->token, exc) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(exc);
+    }
+    Py_ssize_t n = free_taken(order, answers);
+    pthread_mutex_lock(&wk_lock);
+    core_decref(c, n);
+    pthread_mutex_unlock(&wk_lock);
+    return out;
+}
+
+/* GIL held; never raises.  What is done goes now; the core stays in C while
+ * watches are pending (release_closed frees it after the last). */
+static void
+waker_release(bc_Waker *self)
+{
+    wk_core *c = self->core;
+    if (c == NULL)
+        return;
+    self->core = NULL;
+    pthread_mutex_lock(&wk_lock);
+    c->closed = 1;
+    if (c->rfd >= 0)
+        read_signal(c);
+    close_fds(c);
+    wk_watch *done = c->done;
+    wk_answer *answers = c->answers;
+    c->done = NULL;
+    c->answers = NULL;
+    pthread_mutex_unlock(&wk_lock);
+    Py_ssize_t n = free_taken(done, answers);
+    pthread_mutex_lock(&wk_lock);
+    c->refs -= 1; /* the Waker's own (not a watch: not counted in wk_live_watches) */
+    core_decref(c, n);
+    pthread_mutex_unlock(&wk_lock);
+}
+
+PyDoc_STRVAR(close_doc,
+"close($self)\n--\n\n"
+"Close the fd and stop answering (idempotent).  Watches still pending let go of\n"
+"what they keep when the GPU is past their work.");
+
+static PyObject *
+waker_close(bc_Waker *self, PyObject *Py_UNUSED(ignored))
+{
+    waker_release(self);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(stats_doc,
+"_stats()\n--\n\n"
+"Private, for leak tests: (Wakers alive in C, watches alive) in this process.");
+
+static PyObject *
+waker_stats(PyObject *Py_UNUSED(cls), PyObject *Py_UNUSED(ignored))
+{
+    pthread_mutex_lock(&wk_lock);
+    Py_ssize_t cores = wk_live_cores, watches = wk_live_watches;
+    pthread_mutex_unlock(&wk_lock);
+    return Py_BuildValue("(nn)", cores, watches);
+}
+
+static PyObject *
+waker_get_pending(bc_Waker *self, void *Py_UNUSED(closure))
+{
+    pthread_mutex_lock(&wk_lock);
+    Py_ssize_t n = self->core ? self->core->pending : 0;
+    pthread_mutex_unlock(&wk_lock);
+    return PyLong_FromSsize_t(n);
+}
+
+static PyObject *
+waker_get_closed(bc_Waker *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->core == NULL);
+}
+
+static int
+waker_traverse(bc_Waker *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+waker_clear(bc_Waker *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+waker_dealloc(bc_Waker *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    waker_release(self);
+    waker_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef waker_methods[] = {
+    {"fileno", (PyCFunction)waker_fileno, METH_NOARGS, fileno_doc},
+    {"watch", (PyCFunction)(void (*)(void))waker_watch, METH_VARARGS | METH_KEYWORDS, watch_doc},
+    {"drain", (PyCFunction)waker_drain, METH_NOARGS, drain_doc},
+    {"close", (PyCFunction)waker_close, METH_NOARGS, close_doc},
+    {"_stats", (PyCFunction)waker_stats, METH_NOARGS | METH_CLASS, stats_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef waker_getset[] = {
+    BC_DICT_GETSET,
+    {"pending", (getter)waker_get_pending, NULL, "Watches not yet called back.", NULL},
+    {"closed", (getter)waker_get_closed, NULL, "True once close() was called.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef waker_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(bc_Waker, weakreflist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(bc_Waker, dict), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(waker_doc,
+"Waker()\n--\n\n"
+"An fd an event loop watches, written when stream work it watches is done\n"
+"(the machinery of `await stream` and `await event`: barecuda/_core/aio.py).");
+
+static PyType_Slot waker_slots[] = {
+    {Py_tp_new, waker_new},
+    {Py_tp_dealloc, waker_dealloc},
+    {Py_tp_traverse, waker_traverse},
+    {Py_tp_clear, waker_clear},
+    {Py_tp_methods, waker_methods},
+    {Py_tp_getset, waker_getset},
+    {Py_tp_members, waker_members},
+    {Py_tp_doc, (void *)waker_doc},
+    {0, NULL},
+};
+
+static PyType_Spec waker_spec = {
+    .name = "barecuda._driver.Waker",
+    .basicsize = sizeof(bc_Waker),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = waker_slots,
+};
+
+int
+bc_waker_setup(PyObject *m, bc_State *st)
+{
+    bc_stream_on_close(on_stream_closing);
+    if (bc_context_on(BC_CTX_LETTING_GO, on_context_letting_go) < 0)
+        return -1;
+    return bc_add_type(m, &waker_spec, NULL, &st->WakerType);
+}
