@@ -59,6 +59,11 @@ _RESULTS = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalE
 _IN_PROGRESS = 7
 
 
+def _monotonic() -> float:
+    import time
+    return time.monotonic()
+
+
 def _drain(event: Any, deadline: float) -> bool:
     """Whether `event` completes before `deadline` (time.monotonic())."""
     import time
@@ -381,12 +386,61 @@ class Communicator:
         TimeoutError is raised.  The survivor can go on: its arrays are intact, and
         a new Communicator can be made among the ranks that remain.
         """
-        import math
         import time
+
+        done, deadline = self._wait_start("wait()", stream, timeout, poll)
+        while not done.query():
+            why = self._wait_trouble(deadline, time.monotonic(), timeout)
+            if why is not None:
+                self._wait_fail("wait()", why, done)
+            time.sleep(float(poll))
+
+    async def wait_async(self, stream: Stream | None = None, timeout: float = 60.0,
+                         poll: float = 0.01) -> None:
+        """:meth:`wait` for asyncio: ``await comm.wait_async(stream)``.
+
+        The event loop is not blocked: the stream's completion wakes it (an event
+        awaited as ``await event`` is), and every `poll` seconds the task looks at
+        :meth:`async_error`.  A dead peer or the `timeout` aborts the communicator
+        and raises driver.RuntimeError or TimeoutError in the awaiting task, as
+        wait() does.  Cancelling the task leaves the collective running.
+        """
+        import asyncio
 
         from barecuda import driver as drv
 
-        fn = "wait()"
+        done, deadline = self._wait_start("wait_async()", stream, timeout, poll)
+        loop = asyncio.get_running_loop()
+        deadline += loop.time() - _monotonic()
+        fut = done.done()
+        try:
+            while True:
+                finished, _ = await asyncio.wait({fut}, timeout=float(poll))
+                if finished:
+                    fut.result()
+                    return
+                why = self._wait_trouble(deadline, loop.time(), timeout)
+                if why is not None:
+                    break
+        finally:
+            if not fut.done():
+                fut.cancel()
+        rank, size = self.rank, self.size
+        self.abort()
+        try:
+            await asyncio.wait_for(done.done(), 10.0)
+            drained = True
+        except TimeoutError:
+            drained = False
+        raise self._wait_error("wait_async()", why, rank, size, drained, drv)
+
+    def _wait_start(self, fn: str, stream: Stream | None, timeout: float,
+                    poll: float) -> tuple[Any, float]:
+        """wait()'s checks; (an event recorded on `stream`, the deadline)."""
+        import math
+
+        from barecuda import driver as drv
+
         self._check_open(fn)
         for name, value in (("timeout", timeout), ("poll", poll)):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
@@ -397,26 +451,33 @@ class Communicator:
                 raise ValueError(f"{fn}: {name} must be a positive, finite number of "
                                  f"seconds, not {value}")
         done = drv.Event(drv.event_flags.DISABLE_TIMING).record(stream)
-        deadline = time.monotonic() + float(timeout)
-        while not done.query():
-            err = int(self._comm.async_error())
-            if err not in (0, _IN_PROGRESS):
-                why = f"NCCL reported error {err} ({_RESULTS.get(err, 'unknown')})"
-                break
-            if time.monotonic() >= deadline:
-                why = f"the stream's work was not done after {timeout} s"
-                break
-            time.sleep(float(poll))
-        else:
-            return
+        return done, _monotonic() + float(timeout)
+
+    def _wait_trouble(self, deadline: float, now: float, timeout: float) -> str | None:
+        """Why waiting must stop (NCCL's error, or the timeout), or None."""
+        err = int(self._comm.async_error())
+        if err not in (0, _IN_PROGRESS):
+            return f"NCCL reported error {err} ({_RESULTS.get(err, 'unknown')})"
+        if now >= deadline:
+            return f"the stream's work was not done after {timeout} s"
+        return None
+
+    def _wait_fail(self, fn: str, why: str, done: Any) -> None:
+        from barecuda import driver as drv
+
         rank, size = self.rank, self.size
         self.abort()
-        drained = _drain(done, deadline=time.monotonic() + 10.0)
+        drained = _drain(done, deadline=_monotonic() + 10.0)
+        raise self._wait_error(fn, why, rank, size, drained, drv)
+
+    @staticmethod
+    def _wait_error(fn: str, why: str, rank: int, size: int, drained: bool,
+                    drv: Any) -> Exception:
         msg = (f"{fn}: rank {rank} of {size}: {why}; the communicator was aborted"
                + ("" if drained else ", but its stream still had not drained 10 s later"))
-        if err not in (0, _IN_PROGRESS):
-            raise drv.RuntimeError(msg)
-        raise TimeoutError(msg)
+        if why.startswith("NCCL reported"):
+            return drv.RuntimeError(msg)
+        return TimeoutError(msg)
 
     def __enter__(self) -> Communicator:
         """The communicator itself."""

@@ -23,6 +23,7 @@ from barecuda._array.core import (_assign, _cast_kernel, _dtoh_staged, _dtod, _f
                                   _reverse_kernel, _strided_copy)
 from barecuda._array.layout import (ArrayFlags, _alloc, _c_strides, _check_dtype, _f_strides,
                                     _layout, _norm_shape, _prod, _timer_start, _timer_stop)
+from barecuda._core import aio as _aio
 from barecuda._core.names import public
 from barecuda._kernels import cache as _kcache
 
@@ -360,6 +361,24 @@ class GPUArray(_cdrv._ArrayBase):
         TypeError or ValueError when `ary` has the wrong type, dtype, size or order.
         """
         return self.get(ary=ary, async_=True, stream=stream)
+
+    def aget(self, stream: Stream | None = None,
+             ary: npt.NDArray[Any] | None = None) -> Any:
+        """aget(stream=None, ary=None): the device-to-host copy for asyncio.
+
+        Queues the copy on `stream` now (into `ary`, or a new page-locked array, so
+        that it is truly asynchronous) and returns an asyncio future of the running
+        loop whose result is the host array once the copy is done:
+        ``host = await a.aget(stream=s)``.  The loop is woken by the stream (no thread
+        waits, nothing polls); cancelling the future leaves the copy running, and this
+        array and the host array alive until it is done.  RuntimeError outside a
+        running event loop; `ary` is checked as get_async checks it.
+        """
+        import asyncio
+
+        asyncio.get_running_loop()          # before anything is queued
+        host = self.get(ary=ary, pagelocked=ary is None, async_=True, stream=stream)
+        return _aio.done(stream, result=host, keep=(self, host))
 
     # ----------------------------------------------------------- views and copies
 
