@@ -217,6 +217,15 @@ int fake_fire_callbacks(unsigned long long stream, int status, int n) {
     pthread_join(t, NULL);
     return k;
 }
+unsigned long long fake_callback_stream(int i) {   /* the stream of the i-th queued */
+    unsigned long long s = 0;
+    pthread_mutex_lock(&cb_lock);
+    struct fake_cb *c = cbs;
+    for (; c && i > 0; i--) c = c->next;
+    if (c) s = (unsigned long long)(uintptr_t)c->s;
+    pthread_mutex_unlock(&cb_lock);
+    return s;
+}
 int fake_pending_callbacks(void) {
     int k = 0;
     pthread_mutex_lock(&cb_lock);

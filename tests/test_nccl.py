@@ -596,7 +596,7 @@ def test_init_all_two_gpus(rng):
 
 # ------------------------------------------------------------------ a rank that dies
 
-def _dying_rank_main(rank, uid, q, device, timeout):
+def _dying_rank_main(rank, uid, q, device, timeout, how="wait"):
     """Two ranks all-reduce once; then rank 1's process exits, and rank 0 queues a
     second all-reduce and waits for it with Communicator.wait()."""
     import os
@@ -626,7 +626,11 @@ def _dying_rank_main(rank, uid, q, device, timeout):
     comm.all_reduce(a, op="sum", stream=s)          # waits for a peer that is gone
     t0 = time.monotonic()
     try:
-        comm.wait(s, timeout=timeout)
+        if how == "wait_async":      # the same, awaited in an event loop
+            import asyncio
+            asyncio.run(comm.wait_async(s, timeout=timeout))
+        else:
+            comm.wait(s, timeout=timeout)
         outcome = ("no error", "")
     except TimeoutError as exc:
         outcome = ("TimeoutError", str(exc))
@@ -647,9 +651,11 @@ def _dying_rank_main(rank, uid, q, device, timeout):
 
 @gpu
 @pytest.mark.timeout(400)
-def test_a_dead_rank_is_noticed_not_waited_on():
-    """Communicator.wait() in the survivor of a rank that died raises
-    within its timeout, aborts the communicator, and leaves the context usable."""
+@pytest.mark.parametrize("how", ["wait", "wait_async"])
+def test_a_dead_rank_is_noticed_not_waited_on(how):
+    """Communicator.wait() (and wait_async(), awaited) in the survivor of a rank
+    that died raises within its timeout, aborts the communicator, and leaves the
+    context usable."""
     if not _two_gpus():
         pytest.skip("needs two GPUs (NCCL refuses two ranks on one GPU)")
     if not nccl.available():
@@ -658,7 +664,7 @@ def test_a_dead_rank_is_noticed_not_waited_on():
     q = mp.Queue()
     uid = nccl.get_unique_id()
     timeout = 10.0
-    procs = [mp.Process(target=_dying_rank_main, args=(r, uid, q, r, timeout))
+    procs = [mp.Process(target=_dying_rank_main, args=(r, uid, q, r, timeout, how))
              for r in range(2)]
     for p in procs:
         p.start()
@@ -678,6 +684,7 @@ def test_a_dead_rank_is_noticed_not_waited_on():
     print(f"survivor: {outcome[0]} after {waited:.2f} s: {outcome[1]}")
     assert outcome[0] in ("TimeoutError", "RuntimeError"), outcome
     assert "rank 0 of 2" in outcome[1] and "aborted" in outcome[1], outcome
+    assert f"{how}()" in outcome[1], outcome
     assert waited < timeout + 12, waited
     assert closed and intact and doubled, got["after"]
     assert solo == list(range(8))
@@ -693,3 +700,39 @@ def test_wait_checks_its_arguments():
             c.wait(timeout=bad)
     with pytest.raises(ValueError, match="poll must be a positive"):
         c.wait(poll=0)
+
+
+def test_wait_async_checks_its_arguments():
+    import asyncio
+    c, _ = comm()
+
+    async def main():
+        with pytest.raises(TypeError, match=r"wait_async\(\): timeout must be a number"):
+            await c.wait_async(timeout="10")
+        for bad in (0, -1, float("inf"), float("nan")):
+            with pytest.raises(ValueError, match="timeout must be a positive, finite"):
+                await c.wait_async(timeout=bad)
+        with pytest.raises(ValueError, match="poll must be a positive"):
+            await c.wait_async(poll=0)
+    asyncio.run(main())
+
+
+@gpu
+def test_wait_async_awaits_a_collective(comm1, rng):
+    """An all-reduce on a stream, awaited with wait_async: the result is right and
+    the communicator stays usable."""
+    import asyncio
+
+    from barecuda import gpuarray
+    x = rng.standard_normal(1 << 20).astype(np.float32)
+    a = gpuarray.to_gpu(x)
+    s = drv.Stream()
+
+    async def main():
+        comm1.all_reduce(a, op="max", stream=s)
+        await comm1.wait_async(s, timeout=30)
+        comm1.all_reduce(a, op="sum", stream=s)
+        await asyncio.wait_for(comm1.wait_async(s, timeout=30, poll=0.001), 30)
+    asyncio.run(main())
+    assert not comm1.closed
+    np.testing.assert_array_equal(a.get(), x)          # one rank: max and sum are x

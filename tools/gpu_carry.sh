@@ -40,6 +40,8 @@ dl() { python3 -m pip download -q --disable-pip-version-check "${plat[@]}" "$@";
 mkdir -p .whl
 dl -d .whl meson-python pyproject-metadata packaging
 dl -d .whl nbclient nbformat ipykernel
+# uvloop: `await stream` under uvloop (tests/test_aio*.py), which the GPU image lacks
+dl -d .whl --no-deps uvloop
 dl -d .whl --no-deps pytools platformdirs siphash24 typing_extensions mako markupsafe codepy
 # cgen is published as a source distribution only: a pure-Python wheel of it, built here
 python3 -m pip wheel -q --disable-pip-version-check --no-deps -w .whl cgen

@@ -1,0 +1,367 @@
+# SPDX-License-Identifier: MIT
+"""`await stream` and `await event` on the CPU, through the stand-in driver
+(tests/fakecuda.c), whose stream callbacks wait until a test fires them, in the
+order it chooses and with the status it chooses, from a thread of their own as the
+driver's callback thread would: completion order, errors, cancellation, a stream
+closed or a context detached while awaited, a loop closed with awaits pending,
+1,000 awaits over 16 streams, uvloop where installed, and that nothing of Python
+runs on the callback thread.  Each case runs in a fresh process (the stand-in is
+loaded through BARECUDA_LIBCUDA)."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_launch_fakedriver import build_fake_driver, c_compiler, toolkit_include
+
+pytestmark = pytest.mark.skipif(toolkit_include() is None or c_compiler() is None,
+                                reason="needs a C compiler and a CUDA toolkit's cuda.h")
+
+
+@pytest.fixture(scope="module")
+def fake_driver(tmp_path_factory):
+    return build_fake_driver(tmp_path_factory.mktemp("fakecuda_aio"))
+
+
+PRELUDE = """
+import asyncio, ctypes, gc, os, random
+from barecuda import driver as drv, _driver
+drv.init()
+ctx = drv.Device(0).retain_primary_context()
+ctx.push()
+fake = ctypes.CDLL(os.environ["BARECUDA_LIBCUDA"])
+# PyDLL keeps the GIL held through the call: a callback that wanted the GIL
+# would then never finish, and fire_holding_gil would never return
+fake_gil = ctypes.PyDLL(os.environ["BARECUDA_LIBCUDA"])
+for lib in (fake, fake_gil):
+    lib.fake_fire_callbacks.argtypes = [ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int]
+
+def fire(stream=None, status=0, n=0):
+    return fake.fake_fire_callbacks(0 if stream is None else stream.handle, status, n)
+
+def fire_holding_gil(stream=None, status=0, n=0):
+    return fake_gil.fake_fire_callbacks(0 if stream is None else stream.handle, status, n)
+
+def pending():
+    return fake.fake_pending_callbacks()
+
+def later(fn, *args):
+    asyncio.get_running_loop().call_later(0.005, fn, *args)
+
+def stats():
+    return _driver.Waker._stats()
+"""
+
+
+def run_case(lib, code, timeout=60):
+    import os
+    env = dict(os.environ, BARECUDA_LIBCUDA=str(lib), PYTHONFAULTHANDLER="1")
+    r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
+                       capture_output=True, text=True, env=env, timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_stream_and_event_awaits_complete_when_their_callback_comes(fake_driver):
+    out = run_case(fake_driver, """
+    s = drv.Stream()
+    async def main():
+        fut = s.done()
+        assert isinstance(fut, asyncio.Future) and not fut.done()
+        assert pending() == 1
+        await asyncio.sleep(0.01)
+        assert not fut.done()                      # nothing fired: still waiting
+        later(fire, s)
+        assert await fut is None
+        later(fire, s)
+        assert await s is None                     # `await stream` is the same
+        e = drv.Event().record(s)
+        later(fire)
+        assert await e is e                        # an event's result is the event
+        later(fire)
+        assert await e.done() is e
+    asyncio.run(main())
+    gc.collect()
+    print("stats", stats(), "pending", pending())
+    """)
+    assert "stats (0, 0) pending 0" in out, out
+
+
+def test_awaits_wake_in_completion_order_1000_over_16_streams(fake_driver):
+    out = run_case(fake_driver, """
+    streams = [drv.Stream() for _ in range(16)]
+    rng = random.Random(5)
+    async def main():
+        woke = []
+        async def one(i, s):
+            await s.done()
+            woke.append(i)
+        order = []
+        tasks = []
+        for k in range(1000):
+            s = streams[k % 16]
+            tasks.append(asyncio.ensure_future(one(k, s)))
+        await asyncio.sleep(0)                     # every task is now awaiting
+        assert pending() == 1000, pending()
+        # complete them stream by stream in a random interleaving, a few at a time,
+        # letting the loop run between batches
+        queues = {i: list(range(i, 1000, 16)) for i in range(16)}
+        while queues:
+            i = rng.choice(sorted(queues))
+            n = min(len(queues[i]), rng.randint(1, 5))
+            fired = fire(streams[i], 0, n)
+            assert fired == n
+            order += queues[i][:n]
+            del queues[i][:n]
+            if not queues[i]:
+                del queues[i]
+            if rng.random() < 0.5:
+                await asyncio.sleep(0.001)
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert woke == order, "woken out of completion order"
+        print("woke", len(woke))
+    asyncio.run(main())
+    gc.collect()
+    print("stats", stats())
+    """)
+    assert "woke 1000" in out and "stats (0, 0)" in out, out
+
+
+def test_event_awaits_wake_in_the_order_events_complete(fake_driver):
+    """Each event await waits on a stream of its own: completing the second
+    event's stream first wakes the second await first."""
+    out = run_case(fake_driver, """
+    s = drv.Stream()
+    async def main():
+        e1, e2 = drv.Event().record(s), drv.Event().record(s)
+        woke = []
+        async def wait(e, name):
+            await e
+            woke.append(name)
+        t1 = asyncio.ensure_future(wait(e1, "e1"))
+        t2 = asyncio.ensure_future(wait(e2, "e2"))
+        await asyncio.sleep(0)
+        assert pending() == 2
+        fake.fake_callback_stream.restype = ctypes.c_ulonglong
+        first, second = fake.fake_callback_stream(0), fake.fake_callback_stream(1)
+        assert first != second != s.handle        # each on a stream of its own
+        assert fake.fake_fire_callbacks(second, 0, 0) == 1
+        await asyncio.sleep(0.01)
+        assert fake.fake_fire_callbacks(first, 0, 0) == 1
+        await asyncio.gather(t1, t2)
+        print("woke", woke)
+    asyncio.run(main())
+    """)
+    assert "woke ['e2', 'e1']" in out, out
+
+
+def test_a_failed_stream_raises_its_driver_error_in_every_awaiting_task(fake_driver):
+    out = run_case(fake_driver, """
+    s = drv.Stream()
+    async def main():
+        e = drv.Event().record(s)
+        tasks = [asyncio.ensure_future(s.done()) for _ in range(3)]
+        tasks.append(asyncio.ensure_future(e.done()))
+        await asyncio.sleep(0)
+        later(fire, None, 700)                     # CUDA_ERROR_ILLEGAL_ADDRESS
+        res = await asyncio.gather(*tasks, return_exceptions=True)
+        for r in res:
+            assert isinstance(r, drv.LaunchError), repr(r)
+            assert "stream callback" in str(r) and "unusable" in str(r), str(r)
+        print("raised", len(res))
+    asyncio.run(main())
+    """)
+    assert "raised 4" in out, out
+
+
+def test_cancelling_an_await_leaves_the_work_and_the_late_callback_is_harmless(fake_driver):
+    out = run_case(fake_driver, """
+    s = drv.Stream()
+    async def main():
+        with_timeout = s.done()
+        try:
+            await asyncio.wait_for(with_timeout, 0.01)
+            raise AssertionError("no timeout")
+        except TimeoutError:
+            pass
+        assert with_timeout.cancelled()
+        t = asyncio.ensure_future(s.done())
+        await asyncio.sleep(0)
+        t.cancel()
+        try:
+            await t
+        except asyncio.CancelledError:
+            pass
+        assert pending() == 2                      # the GPU work was not touched
+        assert stats()[1] == 2
+        fire(s)                                    # the work ends later
+        await asyncio.sleep(0.01)                  # the drain sees cancelled futures
+        assert stats()[1] == 0
+        later(fire, s)
+        assert await s is None                     # and the stream still serves
+    asyncio.run(main())
+    gc.collect()
+    print("stats", stats())
+    """)
+    assert "stats (0, 0)" in out, out
+
+
+def test_a_stream_closed_while_awaited_raises_logic_error_in_the_task(fake_driver):
+    out = run_case(fake_driver, """
+    async def main():
+        s = drv.Stream()
+        t = asyncio.ensure_future(s.done())
+        await asyncio.sleep(0)
+        s.close()
+        try:
+            await asyncio.wait_for(t, 5)
+            raise AssertionError("no error")
+        except drv.LogicError as exc:
+            assert "Stream was closed while its work was awaited" in str(exc), exc
+        fire()                                     # the callback still comes: harmless
+        await asyncio.sleep(0.01)
+        try:
+            s.done()
+            raise AssertionError("a closed stream was awaited")
+        except drv.LogicError as exc:
+            assert "this Stream was closed" in str(exc)
+    asyncio.run(main())
+    gc.collect()
+    print("stats", stats())
+    """)
+    assert "stats (0, 0)" in out, out
+
+
+def test_a_context_detached_while_awaited_raises_logic_error_in_the_task(fake_driver):
+    out = run_case(fake_driver, """
+    async def main():
+        own = drv.Device(0).retain_primary_context()
+        own.push()
+        s = drv.Stream()
+        t = asyncio.ensure_future(s.done())
+        t_null = asyncio.ensure_future(drv.Stream.done(s))
+        await asyncio.sleep(0)
+        del s
+        own.detach()
+        for task in (t, t_null):
+            try:
+                await asyncio.wait_for(task, 5)
+                raise AssertionError("no error")
+            except drv.LogicError as exc:
+                assert "Context was detached or destroyed" in str(exc), exc
+        fire()
+        await asyncio.sleep(0.01)
+    asyncio.run(main())
+    gc.collect()
+    print("stats", stats())
+    """)
+    assert "stats (0, 0)" in out, out
+
+
+def test_a_loop_closed_with_awaits_pending_leaks_nothing(fake_driver):
+    out = run_case(fake_driver, """
+    import warnings
+    warnings.simplefilter("ignore")                # "Task was destroyed but it is pending"
+    fds = len(os.listdir("/proc/self/fd"))
+    s = drv.Stream()
+    for _ in range(5):
+        loop = asyncio.new_event_loop()
+        async def waiting():
+            await drv.Stream.done(s)
+        loop.run_until_complete(asyncio.sleep(0))
+        tasks = [loop.create_task(waiting()) for _ in range(10)]
+        loop.run_until_complete(asyncio.sleep(0.001))
+        loop.close()
+        del loop, tasks
+    gc.collect()
+    assert stats()[0] == 5, stats()                # fds closed, watches still pending
+    assert len(os.listdir("/proc/self/fd")) == fds, "an fd was left open"
+    fire()                                         # the GPU work ends after the loops
+    for _ in range(3):
+        gc.collect()
+        sum(range(1000))                           # let the pending calls run
+    print("stats", stats(), "pending", pending())
+    """)
+    assert "stats (0, 0) pending 0" in out, out
+
+
+def test_nothing_of_python_runs_on_the_callback_thread(fake_driver):
+    """The callbacks fire while this thread holds the GIL and waits for them: a
+    callback that took the GIL would hang here (the case's timeout)."""
+    out = run_case(fake_driver, """
+    s = drv.Stream()
+    async def main():
+        futs = [s.done() for _ in range(50)]
+        assert fire_holding_gil(s) == 50
+        done = await asyncio.wait_for(asyncio.gather(*futs), 5)
+        print("done", len(done))
+    asyncio.run(main())
+    """, timeout=30)
+    assert "done 50" in out, out
+
+
+def test_bad_input_and_no_running_loop(fake_driver):
+    out = run_case(fake_driver, """
+    s = drv.Stream()
+    for call in (s.done, drv.Event().record(s).done, lambda: s.__await__()):
+        try:
+            call()
+            raise AssertionError("no error outside a loop")
+        except RuntimeError as exc:
+            assert "no running event loop" in str(exc), exc
+    w = _driver.Waker()
+    for bad, exc_type, msg in ((("stream", 1), TypeError, "stream must be a Stream"),
+                               ((s, "1"), TypeError, "token must be an int, not str"),
+                               ((s, -1), OverflowError, ""),
+                               ((s, 1 << 70), OverflowError, "")):
+        try:
+            w.watch(*bad)
+            raise AssertionError(f"watch{bad!r} passed")
+        except exc_type as exc:
+            assert msg in str(exc), exc
+    try:
+        _driver.Waker(1)
+        raise AssertionError("Waker(1) passed")
+    except TypeError as exc:
+        assert "takes no arguments" in str(exc)
+    assert w.pending == 0 and not w.closed
+    w.close(); w.close()
+    assert w.closed
+    for call in (w.fileno, w.drain, lambda: w.watch(s, 1)):
+        try:
+            call()
+            raise AssertionError("a closed Waker served")
+        except drv.LogicError as exc:
+            assert "this Waker was closed" in str(exc), exc
+    s.close()
+    async def main():
+        try:
+            await s
+            raise AssertionError("awaited a closed stream")
+        except drv.LogicError as exc:
+            assert "this Stream was closed" in str(exc)
+    asyncio.run(main())
+    gc.collect()
+    print("stats", stats())
+    """)
+    assert "stats (0, 0)" in out, out
+
+
+def test_uvloop(fake_driver):
+    pytest.importorskip("uvloop")
+    out = run_case(fake_driver, """
+    import uvloop
+    s = drv.Stream()
+    async def main():
+        for k in range(100):
+            fut = s.done() if k % 2 else drv.Event().record(s).done()
+            later(fire)
+            await asyncio.wait_for(fut, 5)
+        print("uvloop ok", type(asyncio.get_running_loop()).__module__)
+    uvloop.run(main())
+    gc.collect()
+    print("stats", stats())
+    """)
+    assert "uvloop ok uvloop" in out and "stats (0, 0)" in out, out
