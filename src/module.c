@@ -93,12 +93,15 @@ bc_exec(PyObject *m)
         return -1;
     int (*const setups[])(PyObject *, bc_State *) = {
         bc_error_setup,    bc_loader_setup,   bc_device_setup, bc_context_setup,
-        bc_stream_setup,   bc_event_setup,    bc_memory_setup, bc_mempool_setup, bc_memcpy_setup,
+        /* waker before stream: its BC_CTX_DETACHING hook runs before stream.c's,
+           which synchronizes streams (an await on the context learns of the
+           detach, not of the work finishing under it) */
+        bc_waker_setup,    bc_stream_setup,   bc_event_setup,    bc_memory_setup, bc_mempool_setup, bc_memcpy_setup,
         bc_cumodule_setup, bc_function_setup, bc_graph_setup,  bc_nvrtc_setup,
         bc_array_setup,    bc_texture_setup,  bc_dlpack_setup, bc_blockcache_setup,
         bc_staging_setup,  bc_gpuarray_setup, bc_hostmem_setup, bc_pointer_setup,
         bc_curand_setup,   bc_linker_setup,   bc_trace_setup,  bc_nvtx_setup,
-        bc_nccl_setup,     bc_waker_setup,     bc_diskcache_setup, bc_hostpool_setup, bc_copybench_setup,
+        bc_nccl_setup,     bc_diskcache_setup, bc_hostpool_setup, bc_copybench_setup,
     };
     for (size_t i = 0; i < BC_COUNT(setups); i++)
         if (setups[i](m, st) < 0)

@@ -258,9 +258,11 @@ on_stream_closing(CUstream handle)
     answer_pending(match_stream, (void *)handle, WK_STREAM_CLOSED);
 }
 
-/* context.c calls this before it gives a context's handle up. */
+/* context.c calls this when detach() begins (before the streams that keep
+ * buffers are synchronized: the awaits learn of the detach, not of the work
+ * finishing under it) and again before it gives the handle up. */
 static void
-on_context_letting_go(bc_Context *ctx, int Py_UNUSED(arg))
+on_context_going(bc_Context *ctx, int Py_UNUSED(arg))
 {
     answer_pending(match_context, (void *)ctx->handle, WK_CONTEXT_GONE);
 }
@@ -614,7 +616,8 @@ int
 bc_waker_setup(PyObject *m, bc_State *st)
 {
     bc_stream_on_close(on_stream_closing);
-    if (bc_context_on(BC_CTX_LETTING_GO, on_context_letting_go) < 0)
+    if (bc_context_on(BC_CTX_DETACHING, on_context_going) < 0 ||
+        bc_context_on(BC_CTX_LETTING_GO, on_context_going) < 0)
         return -1;
     return bc_add_type(m, &waker_spec, NULL, &st->WakerType);
 }
