@@ -337,6 +337,19 @@ def test_elementwise_without_cupy(monkeypatch):
     assert elementwise._cupy() == (None, "cupy not installed")
 
 
+def test_aio_section_without_a_driver_gives_every_row_skipped():
+    from barecuda.bench import aio
+    code = ("import json\nfrom barecuda.bench import aio\n"
+            "print(json.dumps(aio.run()))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
+                       env=dict(os.environ, BARECUDA_LIBCUDA="/nonexistent/libcuda.so.1"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["name"], x["unit"]) for x in rows] == aio.row_names()
+    assert len({x["name"] for x in rows}) == len(rows) == 15
+    assert all(x["value"] is None and x["note"].startswith("skipped: no GPU (") for x in rows)
+
+
 # ------------------------------------------------------------ GPU
 
 @pytest.mark.gpu

@@ -47,7 +47,8 @@ import traceback
 from types import ModuleType
 from typing import IO, Any, Callable, Iterable, Sequence
 
-SECTIONS = ["copies", "launch", "compile", "gpuarray", "elementwise", "interop", "import", "trace", "peer"]
+SECTIONS = ["copies", "launch", "compile", "gpuarray", "elementwise", "interop", "import", "trace", "peer",
+            "aio"]
 
 _KEYS = ("name", "value", "unit", "ratio", "vs", "note")
 
