@@ -430,7 +430,7 @@ class Communicator:
         try:
             await asyncio.wait_for(done.done(), 10.0)
             drained = True
-        except TimeoutError:
+        except asyncio.TimeoutError:     # TimeoutError itself from Python 3.11
             drained = False
         raise self._wait_error("wait_async()", why, rank, size, drained, drv)
 
