@@ -511,7 +511,7 @@ waker_close(bc_Waker *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(stats_doc,
-"_stats($cls)\n--\n\n"
+"_stats($type)\n--\n\n"
 "Private, for leak tests: (Wakers alive in C, watches alive) in this process.");
 
 static PyObject *
