@@ -975,7 +975,7 @@ class _ArrayBase:
     _f: bool
     _mem: Any
 
-@disjoint_base
+@final
 class Waker:
     def __new__(cls) -> Self: ...
     def fileno(self) -> int: ...
