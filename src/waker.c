@@ -125,16 +125,22 @@ signal_core(wk_core *c)
     c->signalled = 1;
 }
 
-/* Lock held. */
+/* Lock held.  Read the fd empty and take what is done off the core. */
 static void
-read_signal(wk_core *c)
+take_done(wk_core *c, wk_watch **done, wk_answer **answers)
 {
-    unsigned long long buf[8];
-    ssize_t n;
-    do
-        n = read(c->rfd, buf, sizeof buf);
-    while (n > 0 || (n < 0 && errno == EINTR));
+    if (c->rfd >= 0) {
+        unsigned long long buf[8];
+        ssize_t n;
+        do
+            n = read(c->rfd, buf, sizeof buf);
+        while (n > 0 || (n < 0 && errno == EINTR));
+    }
     c->signalled = 0;
+    *done = c->done;
+    *answers = c->answers;
+    c->done = NULL;
+    c->answers = NULL;
 }
 
 /* ------------------------------------------------------- the callback side */
@@ -203,12 +209,13 @@ static int
 release_closed(void *arg)
 {
     wk_core *c = arg;
+    wk_watch *done;
+    wk_answer *answers;
     pthread_mutex_lock(&wk_lock);
-    wk_watch *done = c->done;
-    c->done = NULL;
+    take_done(c, &done, &answers);
     c->release_queued = 0;
     pthread_mutex_unlock(&wk_lock);
-    Py_ssize_t n = free_taken(done, NULL);
+    Py_ssize_t n = free_taken(done, answers);
     pthread_mutex_lock(&wk_lock);
     core_decref(c, n);
     pthread_mutex_unlock(&wk_lock);
@@ -434,12 +441,10 @@ waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
     wk_core *c = waker_core(st, self, "drain()");
     if (c == NULL)
         return NULL;
+    wk_watch *done;
+    wk_answer *answers;
     pthread_mutex_lock(&wk_lock);
-    read_signal(c);
-    wk_watch *done = c->done;
-    wk_answer *answers = c->answers;
-    c->done = NULL;
-    c->answers = NULL;
+    take_done(c, &done, &answers);
     pthread_mutex_unlock(&wk_lock);
 
     PyObject *out = PyList_New(0);
@@ -481,15 +486,12 @@ waker_release(bc_Waker *self)
     if (c == NULL)
         return;
     self->core = NULL;
+    wk_watch *done;
+    wk_answer *answers;
     pthread_mutex_lock(&wk_lock);
     c->closed = 1;
-    if (c->rfd >= 0)
-        read_signal(c);
+    take_done(c, &done, &answers);
     close_fds(c);
-    wk_watch *done = c->done;
-    wk_answer *answers = c->answers;
-    c->done = NULL;
-    c->answers = NULL;
     pthread_mutex_unlock(&wk_lock);
     Py_ssize_t n = free_taken(done, answers);
     pthread_mutex_lock(&wk_lock);

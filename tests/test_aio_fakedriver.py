@@ -52,6 +52,28 @@ def later(fn, *args):
 
 def stats():
     return _driver.Waker._stats()
+
+def expect(exc_type, text, fn, *args):
+    # fn(*args) raises exc_type with `text` in its message
+    try:
+        fn(*args)
+    except exc_type as exc:
+        assert text in str(exc), exc
+    else:
+        raise AssertionError(f"{fn!r}{args!r} raised no {exc_type.__name__}")
+
+async def expect_await(exc_type, text, aw):
+    try:
+        await asyncio.wait_for(aw, 5)
+    except exc_type as exc:
+        assert text in str(exc), exc
+    else:
+        raise AssertionError(f"awaiting {aw!r} raised no {exc_type.__name__}")
+
+def finish():
+    # what is left in C once everything was collected: (Wakers, watches)
+    gc.collect()
+    print("stats", stats(), "pending", pending())
 """
 
 
@@ -83,8 +105,7 @@ def test_stream_and_event_awaits_complete_when_their_callback_comes(fake_driver)
         later(fire)
         assert await e.done() is e
     asyncio.run(main())
-    gc.collect()
-    print("stats", stats(), "pending", pending())
+    finish()
     """)
     assert "stats (0, 0) pending 0" in out, out
 
@@ -123,10 +144,9 @@ def test_awaits_wake_in_completion_order_1000_over_16_streams(fake_driver):
         assert woke == order, "woken out of completion order"
         print("woke", len(woke))
     asyncio.run(main())
-    gc.collect()
-    print("stats", stats())
+    finish()
     """)
-    assert "woke 1000" in out and "stats (0, 0)" in out, out
+    assert "woke 1000" in out and "stats (0, 0) pending 0" in out, out
 
 
 def test_event_awaits_wake_in_the_order_events_complete(fake_driver):
@@ -181,11 +201,7 @@ def test_cancelling_an_await_leaves_the_work_and_the_late_callback_is_harmless(f
     s = drv.Stream()
     async def main():
         with_timeout = s.done()
-        try:
-            await asyncio.wait_for(with_timeout, 0.01)
-            raise AssertionError("no timeout")
-        except TimeoutError:
-            pass
+        await expect_await(TimeoutError, "", asyncio.wait_for(with_timeout, 0.01))
         assert with_timeout.cancelled()
         t = asyncio.ensure_future(s.done())
         await asyncio.sleep(0)
@@ -202,10 +218,9 @@ def test_cancelling_an_await_leaves_the_work_and_the_late_callback_is_harmless(f
         later(fire, s)
         assert await s is None                     # and the stream still serves
     asyncio.run(main())
-    gc.collect()
-    print("stats", stats())
+    finish()
     """)
-    assert "stats (0, 0)" in out, out
+    assert "stats (0, 0) pending 0" in out, out
 
 
 def test_a_stream_closed_while_awaited_raises_logic_error_in_the_task(fake_driver):
@@ -215,23 +230,14 @@ def test_a_stream_closed_while_awaited_raises_logic_error_in_the_task(fake_drive
         t = asyncio.ensure_future(s.done())
         await asyncio.sleep(0)
         s.close()
-        try:
-            await asyncio.wait_for(t, 5)
-            raise AssertionError("no error")
-        except drv.LogicError as exc:
-            assert "Stream was closed while its work was awaited" in str(exc), exc
+        await expect_await(drv.LogicError, "Stream was closed while its work was awaited", t)
         fire()                                     # the callback still comes: harmless
         await asyncio.sleep(0.01)
-        try:
-            s.done()
-            raise AssertionError("a closed stream was awaited")
-        except drv.LogicError as exc:
-            assert "this Stream was closed" in str(exc)
+        expect(drv.LogicError, "this Stream was closed", s.done)
     asyncio.run(main())
-    gc.collect()
-    print("stats", stats())
+    finish()
     """)
-    assert "stats (0, 0)" in out, out
+    assert "stats (0, 0) pending 0" in out, out
 
 
 def test_a_context_detached_while_awaited_raises_logic_error_in_the_task(fake_driver):
@@ -246,18 +252,13 @@ def test_a_context_detached_while_awaited_raises_logic_error_in_the_task(fake_dr
         del s
         own.detach()
         for task in (t, t_null):
-            try:
-                await asyncio.wait_for(task, 5)
-                raise AssertionError("no error")
-            except drv.LogicError as exc:
-                assert "Context was detached or destroyed" in str(exc), exc
+            await expect_await(drv.LogicError, "Context was detached or destroyed", task)
         fire()
         await asyncio.sleep(0.01)
     asyncio.run(main())
-    gc.collect()
-    print("stats", stats())
+    finish()
     """)
-    assert "stats (0, 0)" in out, out
+    assert "stats (0, 0) pending 0" in out, out
 
 
 def test_a_loop_closed_with_awaits_pending_leaks_nothing(fake_driver):
@@ -306,47 +307,25 @@ def test_bad_input_and_no_running_loop(fake_driver):
     out = run_case(fake_driver, """
     s = drv.Stream()
     for call in (s.done, drv.Event().record(s).done, lambda: s.__await__()):
-        try:
-            call()
-            raise AssertionError("no error outside a loop")
-        except RuntimeError as exc:
-            assert "no running event loop" in str(exc), exc
+        expect(RuntimeError, "no running event loop", call)
     w = _driver.Waker()
-    for bad, exc_type, msg in ((("stream", 1), TypeError, "stream must be a Stream"),
-                               ((s, "1"), TypeError, "token must be an int, not str"),
-                               ((s, -1), OverflowError, ""),
-                               ((s, 1 << 70), OverflowError, "")):
-        try:
-            w.watch(*bad)
-            raise AssertionError(f"watch{bad!r} passed")
-        except exc_type as exc:
-            assert msg in str(exc), exc
-    try:
-        _driver.Waker(1)
-        raise AssertionError("Waker(1) passed")
-    except TypeError as exc:
-        assert "takes no arguments" in str(exc)
+    expect(TypeError, "stream must be a Stream", w.watch, "stream", 1)
+    expect(TypeError, "token must be an int, not str", w.watch, s, "1")
+    expect(OverflowError, "", w.watch, s, -1)
+    expect(OverflowError, "", w.watch, s, 1 << 70)
+    expect(TypeError, "takes no arguments", _driver.Waker, 1)
     assert w.pending == 0 and not w.closed
     w.close(); w.close()
     assert w.closed
     for call in (w.fileno, w.drain, lambda: w.watch(s, 1)):
-        try:
-            call()
-            raise AssertionError("a closed Waker served")
-        except drv.LogicError as exc:
-            assert "this Waker was closed" in str(exc), exc
+        expect(drv.LogicError, "this Waker was closed", call)
     s.close()
-    async def main():
-        try:
-            await s
-            raise AssertionError("awaited a closed stream")
-        except drv.LogicError as exc:
-            assert "this Stream was closed" in str(exc)
+    async def main():                              # with a loop running
+        expect(drv.LogicError, "this Stream was closed", s.__await__)
     asyncio.run(main())
-    gc.collect()
-    print("stats", stats())
+    finish()
     """)
-    assert "stats (0, 0)" in out, out
+    assert "stats (0, 0) pending 0" in out, out
 
 
 def test_uvloop(fake_driver):
@@ -361,7 +340,6 @@ def test_uvloop(fake_driver):
             await asyncio.wait_for(fut, 5)
         print("uvloop ok", type(asyncio.get_running_loop()).__module__)
     uvloop.run(main())
-    gc.collect()
-    print("stats", stats())
+    finish()
     """)
-    assert "uvloop ok uvloop" in out and "stats (0, 0)" in out, out
+    assert "uvloop ok uvloop" in out and "stats (0, 0) pending 0" in out, out
