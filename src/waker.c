@@ -288,7 +288,7 @@ static PyObject *
 waker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "Waker() takes no arguments");
+        PyErr_SetString(PyExc_TypeError, "_Waker() takes no arguments");
         return NULL;
     }
     wk_core *c = PyMem_RawCalloc(1, sizeof *c);
@@ -591,7 +591,7 @@ static PyMemberDef waker_members[] = {
 };
 
 PyDoc_STRVAR(waker_doc,
-"Waker()\n--\n\n"
+"_Waker()\n--\n\n"
 "An fd an event loop watches, written when stream work it watches is done\n"
 "(the machinery of `await stream` and `await event`: barecuda/_core/aio.py).");
 
@@ -608,7 +608,7 @@ static PyType_Slot waker_slots[] = {
 };
 
 static PyType_Spec waker_spec = {
-    .name = "barecuda._driver.Waker",
+    .name = "barecuda._driver._Waker",
     .basicsize = sizeof(bc_Waker),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
     .slots = waker_slots,

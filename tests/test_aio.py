@@ -182,7 +182,7 @@ def test_1000_awaits_lose_no_wake_up(mod, rng):
         await asyncio.wait_for(asyncio.gather(*tasks), 30)
     asyncio.run(main())
     gc.collect()
-    assert _driver.Waker._stats() == (0, 0)
+    assert _driver._Waker._stats() == (0, 0)
 
 
 def test_two_contexts(mod, rng, ctx):
@@ -237,7 +237,7 @@ def test_cancelling_leaves_the_gpu_work_alone(mod, rng):
         await asyncio.sleep(0.01)
     asyncio.run(main())
     gc.collect()
-    assert _driver.Waker._stats() == (0, 0)
+    assert _driver._Waker._stats() == (0, 0)
 
 
 def test_a_stream_closed_while_awaited_raises_at_once(mod, rng):
@@ -296,7 +296,7 @@ def test_loop_closed_with_awaits_pending_leaks_nothing(mod, rng):
     out = gpuarray.empty_like(a)
     s = drv.Stream()
     gc.collect()
-    before = _driver.Waker._stats()
+    before = _driver._Waker._stats()
     fds = len(os.listdir("/proc/self/fd"))
     launch(mod, out, a, 200_000_000, s)
     loop = asyncio.new_event_loop()
@@ -315,7 +315,7 @@ def test_loop_closed_with_awaits_pending_leaks_nothing(mod, rng):
     for _ in range(5):
         time.sleep(0.01)
         gc.collect()
-    assert _driver.Waker._stats() == before
+    assert _driver._Waker._stats() == before
 
 
 def test_uvloop(mod, rng):

@@ -51,7 +51,7 @@ def later(fn, *args):
     asyncio.get_running_loop().call_later(0.005, fn, *args)
 
 def stats():
-    return _driver.Waker._stats()
+    return _driver._Waker._stats()
 
 def expect(exc_type, text, fn, *args):
     # fn(*args) raises exc_type with `text` in its message
@@ -308,12 +308,12 @@ def test_bad_input_and_no_running_loop(fake_driver):
     s = drv.Stream()
     for call in (s.done, drv.Event().record(s).done, lambda: s.__await__()):
         expect(RuntimeError, "no running event loop", call)
-    w = _driver.Waker()
+    w = _driver._Waker()
     expect(TypeError, "stream must be a Stream", w.watch, "stream", 1)
     expect(TypeError, "token must be an int, not str", w.watch, s, "1")
     expect(OverflowError, "", w.watch, s, -1)
     expect(OverflowError, "", w.watch, s, 1 << 70)
-    expect(TypeError, "takes no arguments", _driver.Waker, 1)
+    expect(TypeError, "takes no arguments", _driver._Waker, 1)
     assert w.pending == 0 and not w.closed
     w.close(); w.close()
     assert w.closed

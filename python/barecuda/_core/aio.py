@@ -2,7 +2,7 @@
 """asyncio futures for the driver's completion points: ``await stream``, ``await event``.
 
 How the loop learns that the GPU is done, with no thread of ours waiting and no
-polling: each event loop has one :class:`_LoopWaker`, which owns a C ``Waker``
+polling: each event loop has one :class:`_LoopWaker`, which owns a C ``_Waker``
 (src/waker.c: an eventfd that a stream callback writes on the driver's callback
 thread, where no Python runs) and watches its fd with ``loop.add_reader``.  Every
 pending await of that loop is one entry of its table, answered when the fd turns
@@ -89,7 +89,7 @@ class _LoopWaker:
     """The awaits pending on one event loop, and the fd that tells it of them."""
 
     def __init__(self, loop: Any) -> None:
-        self._waker = _driver.Waker()
+        self._waker = _driver._Waker()
         # token -> (weak reference to the future, its result, what to do after)
         self._pending: dict[int, tuple[Any, Any, Any]] = {}
         # Context -> idle Streams for awaiting events (a stream each pending await)
