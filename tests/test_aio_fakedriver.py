@@ -8,13 +8,11 @@ closed or a context detached while awaited, a loop closed with awaits pending,
 runs on the callback thread.  Each case runs in a fresh process (the stand-in is
 loaded through BARECUDA_LIBCUDA)."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from test_launch_fakedriver import build_fake_driver, c_compiler, toolkit_include
+from test_launch_fakedriver import build_fake_driver, c_compiler, run_with, toolkit_include
 
 pytestmark = pytest.mark.skipif(toolkit_include() is None or c_compiler() is None,
                                 reason="needs a C compiler and a CUDA toolkit's cuda.h")
@@ -26,7 +24,8 @@ def fake_driver(tmp_path_factory):
 
 
 PRELUDE = """
-import asyncio, ctypes, gc, os, random
+import asyncio, ctypes, faulthandler, gc, os, random
+faulthandler.enable()
 from barecuda import driver as drv, _driver
 drv.init()
 ctx = drv.Device(0).retain_primary_context()
@@ -77,11 +76,8 @@ def finish():
 """
 
 
-def run_case(lib, code, timeout=60):
-    import os
-    env = dict(os.environ, BARECUDA_LIBCUDA=str(lib), PYTHONFAULTHANDLER="1")
-    r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
-                       capture_output=True, text=True, env=env, timeout=timeout)
+def run_case(lib, code):
+    r = run_with(lib, PRELUDE + textwrap.dedent(code))
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 
@@ -299,7 +295,7 @@ def test_nothing_of_python_runs_on_the_callback_thread(fake_driver):
         done = await asyncio.wait_for(asyncio.gather(*futs), 5)
         print("done", len(done))
     asyncio.run(main())
-    """, timeout=30)
+    """)
     assert "done 50" in out, out
 
 

@@ -32,6 +32,7 @@ as bytes.  Ops: "sum", "prod", "max", "min", "avg".
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -59,19 +60,21 @@ _RESULTS = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalE
 _IN_PROGRESS = 7
 
 
-def _monotonic() -> float:
-    import time
-    return time.monotonic()
-
-
 def _drain(event: Any, deadline: float) -> bool:
     """Whether `event` completes before `deadline` (time.monotonic())."""
-    import time
     while not event.query():
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.001)
     return True
+
+
+def _wait_error(fn: str, trouble: tuple[type[Exception], str], rank: int, size: int,
+                drained: bool) -> Exception:
+    """The exception wait() and wait_async() raise once they aborted the communicator."""
+    cls, why = trouble
+    return cls(f"{fn}: rank {rank} of {size}: {why}; the communicator was aborted"
+               + ("" if drained else ", but its stream still had not drained 10 s later"))
 
 
 _ALL_REDUCE, _BROADCAST, _REDUCE, _ALL_GATHER, _REDUCE_SCATTER, _SEND, _RECV = range(7)
@@ -386,13 +389,14 @@ class Communicator:
         TimeoutError is raised.  The survivor can go on: its arrays are intact, and
         a new Communicator can be made among the ranks that remain.
         """
-        import time
-
         done, deadline = self._wait_start("wait()", stream, timeout, poll)
         while not done.query():
-            why = self._wait_trouble(deadline, time.monotonic(), timeout)
-            if why is not None:
-                self._wait_fail("wait()", why, done)
+            trouble = self._wait_trouble(deadline, timeout)
+            if trouble is not None:
+                rank, size = self.rank, self.size
+                self.abort()
+                drained = _drain(done, deadline=time.monotonic() + 10.0)
+                raise _wait_error("wait()", trouble, rank, size, drained)
             time.sleep(float(poll))
 
     async def wait_async(self, stream: Stream | None = None, timeout: float = 60.0,
@@ -407,11 +411,7 @@ class Communicator:
         """
         import asyncio
 
-        from barecuda import driver as drv
-
         done, deadline = self._wait_start("wait_async()", stream, timeout, poll)
-        loop = asyncio.get_running_loop()
-        deadline += loop.time() - _monotonic()
         fut = done.done()
         try:
             while True:
@@ -419,8 +419,8 @@ class Communicator:
                 if finished:
                     fut.result()
                     return
-                why = self._wait_trouble(deadline, loop.time(), timeout)
-                if why is not None:
+                trouble = self._wait_trouble(deadline, timeout)
+                if trouble is not None:
                     break
         finally:
             if not fut.done():
@@ -432,7 +432,7 @@ class Communicator:
             drained = True
         except asyncio.TimeoutError:     # TimeoutError itself from Python 3.11
             drained = False
-        raise self._wait_error("wait_async()", why, rank, size, drained, drv)
+        raise _wait_error("wait_async()", trouble, rank, size, drained)
 
     def _wait_start(self, fn: str, stream: Stream | None, timeout: float,
                     poll: float) -> tuple[Any, float]:
@@ -451,33 +451,20 @@ class Communicator:
                 raise ValueError(f"{fn}: {name} must be a positive, finite number of "
                                  f"seconds, not {value}")
         done = drv.Event(drv.event_flags.DISABLE_TIMING).record(stream)
-        return done, _monotonic() + float(timeout)
+        return done, time.monotonic() + float(timeout)
 
-    def _wait_trouble(self, deadline: float, now: float, timeout: float) -> str | None:
-        """Why waiting must stop (NCCL's error, or the timeout), or None."""
-        err = int(self._comm.async_error())
-        if err not in (0, _IN_PROGRESS):
-            return f"NCCL reported error {err} ({_RESULTS.get(err, 'unknown')})"
-        if now >= deadline:
-            return f"the stream's work was not done after {timeout} s"
-        return None
-
-    def _wait_fail(self, fn: str, why: str, done: Any) -> None:
+    def _wait_trouble(self, deadline: float,
+                      timeout: float) -> tuple[type[Exception], str] | None:
+        """Why waiting must stop, with the exception type to raise (NCCL's error:
+        driver.RuntimeError; the timeout: TimeoutError), or None."""
         from barecuda import driver as drv
 
-        rank, size = self.rank, self.size
-        self.abort()
-        drained = _drain(done, deadline=_monotonic() + 10.0)
-        raise self._wait_error(fn, why, rank, size, drained, drv)
-
-    @staticmethod
-    def _wait_error(fn: str, why: str, rank: int, size: int, drained: bool,
-                    drv: Any) -> Exception:
-        msg = (f"{fn}: rank {rank} of {size}: {why}; the communicator was aborted"
-               + ("" if drained else ", but its stream still had not drained 10 s later"))
-        if why.startswith("NCCL reported"):
-            return drv.RuntimeError(msg)
-        return TimeoutError(msg)
+        err = int(self._comm.async_error())
+        if err not in (0, _IN_PROGRESS):
+            return drv.RuntimeError, f"NCCL reported error {err} ({_RESULTS.get(err, 'unknown')})"
+        if time.monotonic() >= deadline:
+            return TimeoutError, f"the stream's work was not done after {timeout} s"
+        return None
 
     def __enter__(self) -> Communicator:
         """The communicator itself."""

@@ -34,7 +34,6 @@ from barecuda import _driver
 
 _tokens = itertools.count(1)
 _by_loop: weakref.WeakKeyDictionary[Any, _LoopWaker] = weakref.WeakKeyDictionary()
-_by_id: dict[int, tuple[Any, _LoopWaker]] = {}   # loops that take no weak reference
 _last: tuple[Any, Any] | None = None              # weak references: (loop, its waker)
 
 
@@ -57,32 +56,14 @@ def _waker_for_running_loop() -> _LoopWaker:
     loop = asyncio.get_running_loop()
     last = _last
     if last is not None and last[0]() is loop:
-        waker = last[1]()
-        if waker is not None and not waker.closed:
-            return waker
-    try:
-        waker = _by_loop.get(loop)
-        weak = True
-    except TypeError:                      # a loop type without __weakref__
-        weak = False
-        _forget_closed_loops()
-        waker = _by_id.get(id(loop), (None, None))[1]
-    if waker is None or waker.closed:
-        waker = _LoopWaker(loop)
-        if weak:
-            _by_loop[loop] = waker
-        else:
-            _by_id[id(loop)] = (loop, waker)
-    if weak:
-        _last = (weakref.ref(loop), weakref.ref(waker))
+        known: _LoopWaker | None = last[1]()
+        if known is not None:
+            return known
+    waker = _by_loop.get(loop)
+    if waker is None:
+        waker = _by_loop[loop] = _LoopWaker(loop)
+    _last = (weakref.ref(loop), weakref.ref(waker))
     return waker
-
-
-def _forget_closed_loops() -> None:
-    for key, (loop, waker) in list(_by_id.items()):
-        if loop.is_closed():
-            waker.close()
-            del _by_id[key]
 
 
 class _LoopWaker:
@@ -94,15 +75,13 @@ class _LoopWaker:
         self._pending: dict[int, tuple[Any, Any, Any]] = {}
         # Context -> idle Streams for awaiting events (a stream each pending await)
         self._event_streams: dict[Any, list[Any]] = {}
-        self._loop = weakref.ref(loop) if _weakrefable(loop) else (lambda: loop)
+        self._loop = weakref.ref(loop)
         loop.add_reader(self._waker.fileno(), self._drain)
-
-    @property
-    def closed(self) -> bool:
-        return self._waker.closed
 
     def watch(self, stream: Any, result: Any, keep: Any, after: Any = None) -> Any:
         loop = self._loop()
+        if loop is None:           # only a running loop's _LoopWaker is ever asked
+            raise RuntimeError("the event loop of this waker is gone")
         fut = loop.create_future()
         token = next(_tokens)
         self._waker.watch(stream, token, (stream, keep))
@@ -131,20 +110,6 @@ class _LoopWaker:
                 fut.set_result(result)
             else:
                 fut.set_exception(exc)
-
-    def close(self) -> None:
-        loop = self._loop()
-        if loop is not None and not loop.is_closed() and not self._waker.closed:
-            loop.remove_reader(self._waker.fileno())
-        self._waker.close()
-
-
-def _weakrefable(obj: Any) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True
 
 
 def _new_stream(ctx: Any) -> Any:
