@@ -29,7 +29,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <time.h>
 
 /* ------------------------------------------------------------ NumPy scalars */
 
@@ -1308,8 +1307,7 @@ bc_bench_pack(PyObject *m, PyObject *args, PyObject *kwargs)
         return bc_error_logic(st, "call prepare() first"), NULL;
     PyObject *const *items = &PyTuple_GET_ITEM(fargs, 0);
     Py_ssize_t n = PyTuple_GET_SIZE(fargs);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = bc_monotonic_s();
     for (Py_ssize_t i = 0; i < iters; i++) {
         bc_packbuf pb;
         bc_packbuf_init(&pb);
@@ -1324,9 +1322,7 @@ bc_bench_pack(PyObject *m, PyObject *args, PyObject *kwargs)
         if (rc < 0)
             return NULL;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    return PyFloat_FromDouble(secs / (double)iters);
+    return PyFloat_FromDouble((bc_monotonic_s() - t0) / (double)iters);
 }
 
 static PyMethodDef argpack_functions[] = {

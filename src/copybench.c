@@ -9,15 +9,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 enum { B_HTOD_PINNED, B_DTOH_PINNED, B_HTOD_PAGEABLE, B_DTOH_PAGEABLE, B_DTOD };
 
@@ -91,12 +82,12 @@ bc_bench_copy(PyObject *m, PyObject *args)
             rc = bench_one(kind, d1, d2, h, n);
         if (rc == CUDA_SUCCESS)
             rc = bc_drv.cuCtxSynchronize();
-        double t0 = now_s();
+        double t0 = bc_monotonic_s();
         for (Py_ssize_t i = 0; i < iters && rc == CUDA_SUCCESS; i++)
             rc = bench_one(kind, d1, d2, h, n);
         if (rc == CUDA_SUCCESS)
             rc = bc_drv.cuCtxSynchronize();
-        t = (now_s() - t0) / (double)iters;
+        t = (bc_monotonic_s() - t0) / (double)iters;
     }
     if (h != NULL) {
         if (pinned)
@@ -185,12 +176,12 @@ bc_bench_peer_copy(PyObject *m, PyObject *args)
             rc = bc_drv.cuMemcpyPeer(d, dc, s, sc, n);
         if (rc == CUDA_SUCCESS && (rc = sync_in(dc)) == CUDA_SUCCESS)
             rc = sync_in(sc);
-        double t0 = now_s();
+        double t0 = bc_monotonic_s();
         for (Py_ssize_t i = 0; i < iters && rc == CUDA_SUCCESS; i++)
             rc = bc_drv.cuMemcpyPeer(d, dc, s, sc, n);
         if (rc == CUDA_SUCCESS && (rc = sync_in(dc)) == CUDA_SUCCESS)
             rc = sync_in(sc);
-        t = (now_s() - t0) / (double)iters;
+        t = (bc_monotonic_s() - t0) / (double)iters;
     }
     free_in(dc, d);
     free_in(sc, s);

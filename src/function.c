@@ -25,7 +25,6 @@
 #include "barecuda/stream.h"
 #include "barecuda/trace.h"
 
-#include <time.h>
 
 /* Whether cuLaunchKernel runs with the GIL released.  A tuning knob chosen by
  * the launch benchmark (_bench_launch.py measures both); see _launch_release_gil. */
@@ -707,14 +706,6 @@ function_max_potential_block_size(bc_Function *self, PyObject *args, PyObject *k
 
 /* ------------------------------------------------------------ the C floor */
 
-static double
-now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 PyDoc_STRVAR(bench_launch_doc,
 "_bench_launch(function, grid, block, args, iterations, mode='enqueue', stream=None)\n--\n\n"
 "Private: the launch floor.  Packs `args` (a tuple packed as __call__ does, or\n"
@@ -774,7 +765,7 @@ bc_bench_launch(PyObject *m, PyObject *args, PyObject *kwargs)
     double t0 = 0, t1 = 0;
     size_t size = pb.size;
     Py_BEGIN_ALLOW_THREADS
-    t0 = now_seconds();
+    t0 = bc_monotonic_s();
     for (Py_ssize_t i = 0; i < iters && rc == CUDA_SUCCESS; i++) {
         rc = raw_launch(f, g, b, 0, s, pb.buf, size);
         if (sync_each && rc == CUDA_SUCCESS)
@@ -782,7 +773,7 @@ bc_bench_launch(PyObject *m, PyObject *args, PyObject *kwargs)
     }
     if (rc == CUDA_SUCCESS && !sync_each)
         rc = bc_drv.cuStreamSynchronize(s);
-    t1 = now_seconds();
+    t1 = bc_monotonic_s();
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuLaunchKernel") < 0)
         goto done;

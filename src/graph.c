@@ -12,7 +12,6 @@
 #include "barecuda/stream.h"
 #include "barecuda/trace.h"
 
-#include <time.h>
 
 typedef struct {
     PyObject_HEAD
@@ -408,19 +407,18 @@ bc_bench_graph_launch(PyObject *m, PyObject *args)
     if (exec_usable(st, g) < 0 || bc_stream_convert(st, stream, &s) < 0)
         return NULL;
     CUresult rc = CUDA_SUCCESS;
-    struct timespec t0, t1;
+    double t0, t1;
     Py_BEGIN_ALLOW_THREADS
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t0 = bc_monotonic_s();
     for (Py_ssize_t i = 0; i < iters && rc == CUDA_SUCCESS; i++)
         rc = bc_drv.cuGraphLaunch(g->handle, s);
     if (rc == CUDA_SUCCESS)
         rc = bc_drv.cuStreamSynchronize(s);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    t1 = bc_monotonic_s();
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuGraphLaunch") < 0)
         return NULL;
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    return PyFloat_FromDouble(dt / (double)iters);
+    return PyFloat_FromDouble((t1 - t0) / (double)iters);
 }
 
 static PyMethodDef graph_functions[] = {

@@ -26,7 +26,6 @@
 #include "barecuda/error.h"
 #include "barecuda/loader.h"
 
-#include <time.h>
 
 typedef struct {
     unsigned char kind, detail, failed, open, is_push;
@@ -58,14 +57,6 @@ static const char *const kind_names[] = {"kernel", "copy", "memset", "alloc",
                                          "sync",   "graph", "range", "mark"};
 static const char *const copy_names[] = {"HtoD", "DtoH", "DtoD", "Peer", "HtoA", "AtoH",
                                          "DtoA", "AtoD", "AtoA", "2D",   "3D"};
-
-static int64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ recording */
 
@@ -149,7 +140,7 @@ gpu_record(bc_State *st, int kind, int detail, CUstream s, unsigned long long by
     r->open = 1;
     if (out)
         *out = r;
-    r->t0 = now_ns();
+    r->t0 = bc_monotonic_ns();
     gpu_start(t, r, s);
     return tok;
 }
@@ -198,7 +189,7 @@ bc_trace_host(bc_State *st, int kind, const char *label, unsigned long long byte
     r->label = label;
     r->bytes = bytes;
     r->open = 1;
-    r->t0 = now_ns();
+    r->t0 = bc_monotonic_ns();
     return tok;
 }
 
@@ -217,7 +208,7 @@ bc_trace_end(bc_State *st, bc_trace_tok tok, CUresult rc)
         }
         r->ev1 = e;
     }
-    r->t1 = now_ns();
+    r->t1 = bc_monotonic_ns();
     r->failed = rc != CUDA_SUCCESS;
     r->open = 0;
 }
@@ -236,7 +227,7 @@ bc_trace_range_open(bc_State *st, const char *name, unsigned long long key, int 
     r->key = key;
     r->is_push = (unsigned char)is_push;
     r->open = 1;
-    r->t0 = now_ns();
+    r->t0 = bc_monotonic_ns();
 }
 
 void
@@ -245,7 +236,7 @@ bc_trace_range_close(bc_State *st, unsigned long long key, int is_push)
     bc_trace *t = st->trace;
     if (t == NULL)
         return;
-    int64_t now = now_ns();
+    int64_t now = bc_monotonic_ns();
     for (Py_ssize_t i = t->n - 1; i >= 0; i--) {
         rec *r = &t->recs[i];
         if (r->kind == BC_TRACE_RANGE && r->open && r->key == key && r->is_push == is_push) {
@@ -267,7 +258,7 @@ bc_trace_mark(bc_State *st, const char *name)
     r->name = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace");
     if (r->name == NULL)
         PyErr_Clear();
-    r->t0 = r->t1 = now_ns();
+    r->t0 = r->t1 = bc_monotonic_ns();
 }
 
 /* ------------------------------------------------------------ start, stop */
@@ -349,7 +340,7 @@ bc_trace_start(PyObject *m, PyObject *Py_UNUSED(ignored))
     Py_END_ALLOW_THREADS
     if (bc_check(st, rc, "cuEventSynchronize") < 0)
         goto error;
-    t->base_ns = now_ns();
+    t->base_ns = bc_monotonic_ns();
     for (int i = 0; i < POOL_START; i++) {
         CUevent e = NULL;
         if (bc_check(st, bc_drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate") < 0)
@@ -436,7 +427,7 @@ bc_trace_stop(PyObject *m, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     st->trace = NULL; /* from here on no thread appends; stale tokens record nothing */
-    int64_t stop_ns = now_ns();
+    int64_t stop_ns = bc_monotonic_ns();
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < t->n; i++)
         if (t->recs[i].ev1 != NULL)

@@ -171,14 +171,16 @@ static CUresult f_streamcreate_prio(CUstream *s, unsigned f, int p) { (void)p; r
  * fake_fire_callbacks(stream, status, n): the first n queued on `stream` (0: on
  * any), in the order queued, each called on a thread of its own as the driver's
  * callback thread would; fake_pending_callbacks() counts those still queued. */
-struct fake_cb { CUstream s; CUstreamCallback fn; void *data; struct fake_cb *next; };
+struct fake_cb { CUstream s; CUstreamCallback fn; void *data; unsigned long long seq; struct fake_cb *next; };
 static struct fake_cb *cbs;
+static unsigned long long cb_seq; /* callbacks queued so far */
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUresult f_addcallback(CUstream s, CUstreamCallback fn, void *data, unsigned f) {
     if (f) return CUDA_ERROR_INVALID_VALUE;
     struct fake_cb *c = malloc(sizeof *c), **p;
     c->s = s; c->fn = fn; c->data = data; c->next = NULL;
     pthread_mutex_lock(&cb_lock);
+    c->seq = ++cb_seq;
     for (p = &cbs; *p; p = &(*p)->next) {}
     *p = c;
     pthread_mutex_unlock(&cb_lock);
@@ -233,6 +235,62 @@ int fake_pending_callbacks(void) {
     pthread_mutex_unlock(&cb_lock);
     return k;
 }
+/* cuStreamQuery: busy while callbacks are queued on the stream, idle after, unless
+ * fake_query_answer(stream, rc) said otherwise (rc < 0: back to that rule), e.g. a
+ * stream the GPU is done with whose callback the driver has not run yet. */
+static struct { unsigned long long s; int rc; } query_answers[16];
+int fake_query_answer(unsigned long long stream, int rc) {
+    pthread_mutex_lock(&cb_lock);
+    int free_slot = -1, i;
+    for (i = 0; i < 16 && query_answers[i].s != stream; i++)
+        if (query_answers[i].s == 0 && free_slot < 0) free_slot = i;
+    if (i == 16) i = free_slot;
+    if (i >= 0) {
+        query_answers[i].s = rc < 0 ? 0 : stream;
+        query_answers[i].rc = rc;
+    }
+    pthread_mutex_unlock(&cb_lock);
+    return i >= 0 ? 0 : -1;
+}
+/* Busy while a callback queued on s up to number `upto` is still queued. */
+static CUresult query_upto(CUstream s, unsigned long long upto) {
+    unsigned long long h = (unsigned long long)(uintptr_t)s;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&cb_lock);
+    for (struct fake_cb *c = cbs; c; c = c->next)
+        if (c->s == s && c->seq <= upto) rc = CUDA_ERROR_NOT_READY;
+    for (int i = 0; i < 16; i++)
+        if (h != 0 && query_answers[i].s == h) rc = (CUresult)query_answers[i].rc;
+    pthread_mutex_unlock(&cb_lock);
+    return rc;
+}
+static CUresult f_streamquery(CUstream s) { return query_upto(s, ~0ULL); }
+
+/* Events: one recorded on a stream is done once the callbacks queued on it before
+ * the record and the first one queued after it have fired (a watch records its
+ * mark, then queues its callback: the stand-in's stream work is its callbacks).
+ * fake_query_answer() overrides them as it does their stream. */
+struct fake_event { CUstream s; unsigned long long upto; };
+static CUresult f_eventcreate(CUevent *e, unsigned f) {
+    (void)f;
+    struct fake_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return CUDA_ERROR_OUT_OF_MEMORY;
+    *e = (CUevent)ev;
+    return 0;
+}
+static CUresult f_eventrecord(CUevent e, CUstream s) {
+    struct fake_event *ev = (struct fake_event *)e;
+    pthread_mutex_lock(&cb_lock);
+    ev->s = s;
+    ev->upto = cb_seq + 1;
+    pthread_mutex_unlock(&cb_lock);
+    return 0;
+}
+static CUresult f_eventquery(CUevent e) {
+    struct fake_event *ev = (struct fake_event *)e;
+    return ev->upto ? query_upto(ev->s, ev->upto) : CUDA_SUCCESS;
+}
+static CUresult f_eventdestroy(CUevent e) { free(e); return 0; }
 static CUresult f_streamgetctx(CUstream s, CUcontext *c) { (void)s; *c = current; return current ? 0 : CUDA_ERROR_INVALID_CONTEXT; }
 static CUresult f_iscapturing(CUstream s, CUstreamCaptureStatus *st) { (void)s; *st = CU_STREAM_CAPTURE_STATUS_NONE; return 0; }
 
@@ -272,7 +330,6 @@ size_t fake_last_launch(unsigned int dims[7], unsigned char *buf, size_t cap) {
     memcpy(buf, last.buf, last.size < cap ? last.size : cap);
     return last.size;
 }
-static CUresult f_eventcreate(CUevent *e, unsigned f) { (void)f; *e = (CUevent)0x4000; return 0; }
 static CUresult f_elapsed(float *ms, CUevent a, CUevent b) { (void)a; (void)b; *ms = 0; return 0; }
 
 /* CUDA arrays: the descriptor and the bytes, rows tightly packed */
@@ -405,10 +462,10 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuMemcpyHtoD", f_htod}, {"cuMemcpyDtoH", f_dtoh},
     {"cuMemcpyHtoDAsync", f_htod_async}, {"cuMemcpyDtoHAsync", f_dtoh_async},
     {"cuStreamCreate", f_streamcreate}, {"cuStreamCreateWithPriority", f_streamcreate_prio}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
-    {"cuStreamWaitEvent", ok}, {"cuStreamAddCallback", f_addcallback},
+    {"cuStreamQuery", f_streamquery}, {"cuStreamWaitEvent", ok}, {"cuStreamAddCallback", f_addcallback},
     {"cuStreamGetCtx", f_streamgetctx}, {"cuStreamIsCapturing", f_iscapturing},
-    {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", ok},
-    {"cuEventSynchronize", ok}, {"cuEventDestroy", ok}, {"cuEventElapsedTime", f_elapsed},
+    {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", f_eventrecord},
+    {"cuEventSynchronize", ok}, {"cuEventDestroy", f_eventdestroy}, {"cuEventQuery", f_eventquery}, {"cuEventElapsedTime", f_elapsed},
     {"cuArray3DCreate", f_array3dcreate}, {"cuArrayDestroy", f_arraydestroy},
     {"cuMemcpy2D", f_memcpy2d}, {"cuMemcpy2DUnaligned", f_memcpy2d}, {"cuMemcpy2DAsync", f_memcpy2d_async},
     {"cuMemcpy3D", f_memcpy3d}, {"cuMemcpy3DAsync", f_memcpy3d_async},

@@ -50,6 +50,16 @@ def mod(ctx):
     return SourceModule(SRC, no_extern_c=True)
 
 
+@pytest.fixture(params=[0.0, 2e-3, 1.0], ids=["callback-only", "spin-2ms", "spin-1s"])
+def await_spin(request):
+    """Each await's spin window (drv.set_await_spin): 0, every wake-up comes from the
+    driver's callback; the default 2 ms, the short waits are found by the loop's
+    event queries and the long ones by the callback; 1 s, nearly all by the queries."""
+    previous = drv.set_await_spin(request.param)
+    yield request.param
+    drv.set_await_spin(previous)
+
+
 def launch(mod, out, inp, ns, stream):
     mod.get_function("slow_affine")(out, inp, np.int32(inp.size), np.uint64(ns),
                                     block=(256, 1, 1), grid=(1, 1), stream=stream)
@@ -147,7 +157,7 @@ def test_16_streams_wake_in_completion_order():
         assert finished[woke[j]] <= finished[woke[j + 1]] + 0.05, out
 
 
-def test_1000_awaits_lose_no_wake_up(mod, rng):
+def test_1000_awaits_lose_no_wake_up(mod, rng, await_spin):
     streams = [drv.Stream() for _ in range(16)]
     x = rng.standard_normal(256).astype(np.float32)
     a = gpuarray.to_gpu(x)
@@ -185,7 +195,7 @@ def test_1000_awaits_lose_no_wake_up(mod, rng):
     assert _driver._Waker._stats() == (0, 0)
 
 
-def test_two_contexts(mod, rng, ctx):
+def test_two_contexts(mod, rng, ctx, await_spin):
     from barecuda.compiler import SourceModule
     x = rng.standard_normal(1000).astype(np.float32)
     other = drv.Device(0).make_context()
@@ -342,12 +352,16 @@ def run_alone(code, timeout=120, env=None):
     return r.stdout
 
 
-def test_a_faulting_kernel_raises_in_every_awaiting_task():
+@pytest.mark.parametrize("spin", [0.0, 1.0])
+def test_a_faulting_kernel_raises_in_every_awaiting_task(spin):
+    """spin 1 s: the loop's event queries meet the fault first and leave it to the
+    callback, which brings it to every task."""
     out = run_alone(f"""
     import asyncio
     import numpy as np
     from barecuda import driver as drv, gpuarray
     from barecuda.compiler import SourceModule
+    drv.set_await_spin({spin})
     drv.init()
     ctx = drv.Device(0).retain_primary_context(); ctx.push()
     mod = SourceModule({SRC!r}, no_extern_c=True)

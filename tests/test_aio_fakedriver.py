@@ -40,6 +40,15 @@ for lib in (fake, fake_gil):
 def fire(stream=None, status=0, n=0):
     return fake.fake_fire_callbacks(0 if stream is None else stream.handle, status, n)
 
+fake.fake_query_answer.argtypes = [ctypes.c_ulonglong, ctypes.c_int]
+
+def gpu_says(stream, rc):
+    # what cuStreamQuery and cuEventQuery answer for `stream` (a Stream or a handle)
+    # and its events from now on, callbacks queued or not; None: back to "busy while
+    # callbacks are queued"
+    handle = stream if isinstance(stream, int) else stream.handle
+    assert fake.fake_query_answer(handle, -1 if rc is None else rc) == 0
+
 def fire_holding_gil(stream=None, status=0, n=0):
     return fake_gil.fake_fire_callbacks(0 if stream is None else stream.handle, status, n)
 
@@ -68,6 +77,11 @@ async def expect_await(exc_type, text, aw):
         assert text in str(exc), exc
     else:
         raise AssertionError(f"awaiting {aw!r} raised no {exc_type.__name__}")
+
+def _aio_spinning():
+    # whether the running loop's waker still polls
+    from barecuda._core import aio
+    return aio._waker_for_running_loop()._spinning
 
 def finish():
     # what is left in C once everything was collected: (Wakers, watches)
@@ -106,10 +120,17 @@ def test_stream_and_event_awaits_complete_when_their_callback_comes(fake_driver)
     assert "stats (0, 0) pending 0" in out, out
 
 
-def test_awaits_wake_in_completion_order_1000_over_16_streams(fake_driver):
-    out = run_case(fake_driver, """
+@pytest.mark.parametrize("spin", [0.0, 10.0])
+def test_awaits_wake_in_completion_order_1000_over_16_streams(fake_driver, spin):
+    """spin 0: every await is woken by its callback, in the order they fire.  spin
+    10 s: every await is also asked about from the loop, which finds the batches
+    done since its last pass at once: what completed before a pass of the loop
+    wakes before what completed after it, and each stream's awaits in order."""
+    out = run_case(fake_driver, f"""
+    drv.set_await_spin({spin} / 10)
     streams = [drv.Stream() for _ in range(16)]
     rng = random.Random(5)
+    passes = {{}}                                  # await -> the loop pass it completed in
     async def main():
         woke = []
         async def one(i, s):
@@ -124,25 +145,35 @@ def test_awaits_wake_in_completion_order_1000_over_16_streams(fake_driver):
         assert pending() == 1000, pending()
         # complete them stream by stream in a random interleaving, a few at a time,
         # letting the loop run between batches
-        queues = {i: list(range(i, 1000, 16)) for i in range(16)}
+        queues = {{i: list(range(i, 1000, 16)) for i in range(16)}}
+        loop_pass = 0
         while queues:
             i = rng.choice(sorted(queues))
             n = min(len(queues[i]), rng.randint(1, 5))
             fired = fire(streams[i], 0, n)
             assert fired == n
             order += queues[i][:n]
+            passes.update(dict.fromkeys(queues[i][:n], loop_pass))
             del queues[i][:n]
             if not queues[i]:
                 del queues[i]
             if rng.random() < 0.5:
                 await asyncio.sleep(0.001)
+                loop_pass += 1
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
-        assert woke == order, "woken out of completion order"
-        print("woke", len(woke))
+        if {spin} == 0:
+            assert woke == order, "woken out of completion order"
+        else:
+            seen = [passes[k] for k in woke]
+            assert seen == sorted(seen), "woken before what completed a loop pass earlier"
+            for i in range(16):
+                mine = [k for k in woke if k % 16 == i]
+                assert mine == sorted(mine), f"stream {{i}} woken out of order"
+        print("woke", len(woke), "spinning", _aio_spinning())
     asyncio.run(main())
     finish()
     """)
-    assert "woke 1000" in out and "stats (0, 0) pending 0" in out, out
+    assert "woke 1000 spinning False" in out and "stats (0, 0) pending 0" in out, out
 
 
 def test_event_awaits_wake_in_the_order_events_complete(fake_driver):
@@ -339,3 +370,123 @@ def test_uvloop(fake_driver):
     finish()
     """)
     assert "uvloop ok uvloop" in out and "stats (0, 0) pending 0" in out, out
+
+
+def test_an_await_in_its_spin_window_wakes_before_the_late_callback(fake_driver):
+    """The GPU is done (its events say so) but the driver's callback thread has not
+    run the callback: an await in its spin window wakes anyway, a stream await and
+    an event await alike; the event's stream goes back to the pool; the callback,
+    when it comes, only lets go of what the watches kept."""
+    out = run_case(fake_driver, """
+    assert drv.set_await_spin(1.0) == 2e-3          # the default, then 1 s
+    s = drv.Stream()
+    async def main():
+        futs = [s.done(), drv.Event().record(s).done()]
+        await asyncio.sleep(0.005)
+        assert not any(f.done() for f in futs) and _aio_spinning()
+        fake.fake_callback_stream.restype = ctypes.c_ulonglong
+        pooled = fake.fake_callback_stream(1)
+        gpu_says(s, 0)
+        gpu_says(pooled, 0)
+        res = await asyncio.wait_for(asyncio.gather(*futs), 5)
+        assert res[0] is None and isinstance(res[1], drv.Event), res
+        assert pending() == 2 and stats()[1] == 2   # the callbacks have not come
+        assert not _aio_spinning()                  # nothing left to ask about
+        e2 = drv.Event().record(s)
+        f2 = e2.done()
+        assert fake.fake_callback_stream(2) == pooled   # the pooled stream, again
+        gpu_says(s, None)
+        gpu_says(pooled, None)
+        fire()                                      # the late callbacks: harmless
+        await asyncio.wait_for(f2, 5)
+        assert stats()[1] == 0
+    asyncio.run(main())
+    finish()
+    """)
+    assert "stats (0, 0) pending 0" in out, out
+
+
+def test_after_its_spin_window_an_await_waits_for_its_callback(fake_driver):
+    out = run_case(fake_driver, """
+    drv.set_await_spin(0.005)
+    s = drv.Stream()
+    async def main():
+        fut = s.done()
+        assert _aio_spinning()
+        await asyncio.sleep(0.02)                   # the window is over
+        assert not _aio_spinning() and not fut.done()
+        gpu_says(s, 0)                              # no longer asked: still waiting
+        await asyncio.sleep(0.01)
+        assert not fut.done()
+        gpu_says(s, None)
+        later(fire, s)
+        assert await asyncio.wait_for(fut, 5) is None
+    asyncio.run(main())
+    finish()
+    """)
+    assert "stats (0, 0) pending 0" in out, out
+
+
+def test_a_mark_that_reports_an_error_leaves_the_error_to_the_callback(fake_driver):
+    """An event query that fails (a device fault) answers nothing: the callback,
+    given the error, raises it in every awaiting task."""
+    out = run_case(fake_driver, """
+    drv.set_await_spin(1.0)
+    s = drv.Stream()
+    async def main():
+        tasks = [asyncio.ensure_future(s.done()) for _ in range(3)]
+        await asyncio.sleep(0.002)
+        gpu_says(s, 700)                            # CUDA_ERROR_ILLEGAL_ADDRESS
+        await asyncio.sleep(0.005)
+        assert not any(t.done() for t in tasks) and not _aio_spinning()
+        later(fire, s, 700)
+        res = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, drv.LaunchError) for r in res), res
+        print("raised", len(res))
+    asyncio.run(main())
+    gpu_says(s, None)
+    finish()
+    """)
+    assert "raised 3" in out and "stats (0, 0) pending 0" in out, out
+
+
+def test_a_raw_handle_and_the_default_streams_are_never_asked_about(fake_driver):
+    """Nothing keeps a raw handle's stream alive, and a default stream means the
+    asking thread's: their awaits wait for the callback, however long the window."""
+    out = run_case(fake_driver, """
+    drv.set_await_spin(1.0)
+    s = drv.Stream()
+    async def main():
+        from barecuda._core import aio             # what aget(stream=None) and others use
+        futs = [aio.done(s.handle), aio.done(None)]
+        assert not _aio_spinning()
+        gpu_says(s, 0)
+        await asyncio.sleep(0.01)
+        assert not any(f.done() for f in futs)
+        gpu_says(s, None)
+        later(fire)
+        await asyncio.wait_for(asyncio.gather(*futs), 5)
+    asyncio.run(main())
+    finish()
+    """)
+    assert "stats (0, 0) pending 0" in out, out
+
+
+def test_set_await_spin_refuses_bad_values(fake_driver):
+    out = run_case(fake_driver, """
+    for bad in (-1e-3, 1.5, float("nan"), float("inf")):
+        expect(ValueError, "spin window must be from 0 to 1 s", drv.set_await_spin, bad)
+    expect(TypeError, "", drv.set_await_spin, "2ms")
+    expect(TypeError, "", drv.set_await_spin, None)
+    assert drv.set_await_spin(0) == 2e-3 and drv.set_await_spin(1) == 0.0
+    s = drv.Stream()
+    w = _driver._Waker()
+    for bad in (-1.0, float("nan"), 1e9):
+        expect(ValueError, "spin must be a number of seconds", w.watch, s, 1, None, bad)
+    expect(TypeError, "", w.watch, s, 1, None, "x")
+    assert w.poll() == ([], 0) and w.pending == 0
+    w.close()
+    expect(drv.LogicError, "this Waker was closed", w.poll)
+    finish()
+    """)
+    assert "stats (0, 0) pending 0" in out, out

@@ -13,6 +13,7 @@
 #define BC_DICT_GETSET {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL}
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <cuda.h>
 
 #ifndef BC_NO_NUMPY
@@ -41,6 +42,23 @@
 #define BC_HOT
 #define BC_COLD
 #endif
+
+/* CLOCK_MONOTONIC in nanoseconds: the one clock of the C timings (the benchmarks'
+ * floors, trace records, the awaits' spin windows). */
+static inline int64_t
+bc_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The same, in seconds. */
+static inline double
+bc_monotonic_s(void)
+{
+    return (double)bc_monotonic_ns() * 1e-9;
+}
 
 /* Python-version shims. */
 static inline int

@@ -6,7 +6,10 @@ same run:
 
 - ``wake-up``: from a kernel's end to the waiting code running again, median and
   p99 over ``TRIALS`` trials of each way to wait: ``stream.synchronize()`` (the
-  floor), ``await stream`` (ours), ``await loop.run_in_executor(None,
+  floor), ``await stream`` (ours, with the default spin window: the loop asks
+  the awaited work's event on each of its passes for the await's first 2 ms),
+  ``await stream`` with no spin window (``set_await_spin(0)``: woken by the
+  driver's stream callback alone), ``await loop.run_in_executor(None,
   stream.synchronize)`` and polling ``stream.is_done()`` with ``await
   asyncio.sleep(50e-6)`` between polls.  The ways take turns trial by trial.  A
   trial: a one-thread kernel writes "started" into a word of page-locked host
@@ -109,6 +112,7 @@ __global__ void spin_for(unsigned long long ns)
 WAKE = [
     ("sync", "stream.synchronize()"),
     ("await", "await stream"),
+    ("await_cb", "await stream, no spin window"),
     ("executor", "await run_in_executor(synchronize)"),
     ("poll", "poll is_done(), sleep 50 us"),
 ]
@@ -227,6 +231,19 @@ async def _wake_await(p: _Probe) -> int:
     return time.perf_counter_ns() - t0
 
 
+async def _wake_await_callback(p: _Probe) -> int:
+    from barecuda import driver as drv
+    p.launch()
+    previous = drv.set_await_spin(0)
+    try:
+        done = p.stream.done()
+    finally:
+        drv.set_await_spin(previous)
+    t0 = p.release()
+    await done
+    return time.perf_counter_ns() - t0
+
+
 async def _wake_executor(p: _Probe) -> int:
     p.launch()
     done = asyncio.get_running_loop().run_in_executor(None, p.stream.synchronize)
@@ -244,7 +261,8 @@ async def _wake_poll(p: _Probe) -> int:
 
 
 _WAITERS: dict[str, Callable[[_Probe], Awaitable[int]]] = {
-    "sync": _wake_sync, "await": _wake_await, "executor": _wake_executor, "poll": _wake_poll}
+    "sync": _wake_sync, "await": _wake_await, "await_cb": _wake_await_callback,
+    "executor": _wake_executor, "poll": _wake_poll}
 
 
 async def _wake_up_rows(drv: Any, module: Any, stream: Any) -> list[dict[str, Any]]:
@@ -274,7 +292,12 @@ async def _wake_up_rows(drv: Any, module: Any, stream: Any) -> list[dict[str, An
                   and med["await"] < med["poll"])
             note = (f"goal: median <= {LATENCY_GOAL}x synchronize, below the executor "
                     f"({med['executor']:.1f} us) and the poller ({med['poll']:.1f} us): "
-                    f"{'met' if ok else 'MISSED'}")
+                    f"{'met' if ok else 'MISSED'}; the kernel ends {SETTLE * 1e3:g} ms "
+                    "into the await, within its spin window (a longer wait: the row "
+                    "below)")
+        elif key == "await_cb":
+            note = ("the driver's callback thread, then the loop's epoll, each woken: "
+                    "the cost the spin window saves")
         elif key == "poll":
             note = "epoll's timeout has millisecond resolution"
         rows.append(row(_wake_name(label, "median"), med[key], "us", med[key] / med["sync"],
