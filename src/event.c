@@ -24,8 +24,8 @@ event_usable(bc_State *st, bc_Event *e)
     return bc_context_check_alive(st, e->ctx, "this Event");
 }
 
-static bc_Event *
-event_check(bc_State *st, PyObject *obj, const char *what)
+bc_Event *
+bc_event_check(bc_State *st, PyObject *obj, const char *what)
 {
     if (!PyObject_TypeCheck(obj, (PyTypeObject *)st->EventType)) {
         PyErr_Format(PyExc_TypeError, "%s must be an Event, not %.100s", what,
@@ -252,7 +252,7 @@ elapsed(bc_Event *start, PyObject *end_obj, const char *what, int reverse)
     bc_State *st = bc_state_of((PyObject *)start);
     if (event_usable(st, start) < 0)
         return NULL;
-    bc_Event *other = event_check(st, end_obj, what);
+    bc_Event *other = bc_event_check(st, end_obj, what);
     if (other == NULL)
         return NULL;
     float ms = 0;

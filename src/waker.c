@@ -1,38 +1,43 @@
 /* SPDX-License-Identifier: MIT */
-/* Waker: how an asyncio loop learns that the GPU is done, with no thread of ours
- * waiting and no polling (the Python half is barecuda/_core/aio.py).
+/* Waker: how an asyncio loop learns that the GPU is done (the Python half is
+ * barecuda/_core/aio.py).
  *
- * watch(stream, token, keep) queues a stream callback.  cuStreamAddCallback is
- * used, not cuLaunchHostFunc, because it still runs (once, with the error) after
- * a device fault, so a failed kernel reaches every awaiting task.  On the
- * driver's callback thread no Python runs: the callback moves its watch onto its
- * Waker's done list under one process-wide mutex and, when nothing was signalled
- * yet, writes the Waker's eventfd (a pipe where there is none), which the loop
- * watches with add_reader.  drain(), on the loop's thread, reads the fd and
- * answers (token, None or the exception) for each watch done, and only then lets
- * go of what the watch kept alive (the stream, the buffers of a copy).
+ * watch(stream or event, token, keep, spin) records an event, the watch's mark, on
+ * the watched stream (for an event: a wait for it), makes a side stream of our
+ * own wait for the mark, and queues a stream callback on the side stream.  The
+ * callback does not go on the watched stream because a callback holds back the
+ * work queued after it until the driver has run it: a later kernel would wait for
+ * the driver's callback thread, and the stream would not be idle when the await
+ * returns.  cuStreamAddCallback is used, not cuLaunchHostFunc, because it still
+ * runs (once, with the error) after a device fault, so a failed kernel reaches
+ * every awaiting task.  On the driver's callback thread no Python runs and no CUDA
+ * call is made: the callback moves its watch onto its Waker's done list under one
+ * process-wide mutex and, when nothing was signalled yet, writes the Waker's
+ * eventfd (a pipe where there is none), which the loop watches with add_reader.
+ * drain(), on the loop's thread, reads the fd and answers (token, None or the
+ * exception) for each watch done, and only then lets go of what the watch kept
+ * alive (the stream, the buffers of a copy), destroys its mark and gives its side
+ * stream back to the context's pool.
  *
  * The driver's callback thread is slow to wake, and so is a loop asleep in epoll:
- * on the H200 lent to us a callback came a median 76 us after a spinning
- * synchronize() returned, and an await woken by it took 190 us.  So a watch may
- * also be given a spin window: for its first `spin` seconds the loop, while it has
- * such watches, does not sleep but calls poll() on each of its iterations, which
- * answers at once those whose mark is done (the callback, when it comes, then only
- * lets go of what they kept).  The mark is an event recorded on the stream just
- * before the callback is queued, so it says when the watched work is done, not
- * the work queued after it, and awaits on several streams wake in the order their
- * work completes (to within one iteration of the loop).  A watch still busy when
- * its window ends, or whose mark reports an error, is left to its callback (which
- * brings the error to every watch on the stream).  Marks are destroyed on a
- * Python thread, never on the callback thread (no CUDA call may be made there),
- * and at the latest when their context goes.
+ * on the H200 lent to us an await woken that way took a median 150 to 190 us,
+ * against 7 to 9 for a spinning synchronize().  So a watch may also be given a
+ * spin window: for its first `spin` seconds the loop, while it has such watches,
+ * does not sleep but calls poll() on each of its iterations, which asks their
+ * marks (cuEventQuery) and answers at once those that are done; the callback,
+ * when it comes, then only lets go of what they kept.  A mark says when the
+ * watched work is done, not the work queued after it, so awaits on several
+ * streams wake in the order their work completes (to within one pass of the loop).
+ * A watch still busy when its window ends, or whose mark reports an error, is left
+ * to its callback (which brings the error).
  *
  * A stream closed or a context let go while watched cannot be counted on to call
  * back: their hooks (registered with stream.c and context.c) answer the watches
- * on them at once with a LogicError; the callback that may still come later only
- * lets go of what its watch kept.  A Waker closed (its loop gone) while watches
- * are pending stays in C until the last of them has called back; what they kept
- * is then let go of from a Python thread through Py_AddPendingCall. */
+ * on them at once with a LogicError, and the context's hook destroys the marks and
+ * side streams made in it; the callback that may still come later only lets go of
+ * what its watch kept.  A Waker closed (its loop gone) while watches are pending
+ * stays in C until the last of them has called back; what they kept is then let
+ * go of from a Python thread through Py_AddPendingCall. */
 #include "barecuda/argparse.h"
 #include "barecuda/context.h"
 #include "barecuda/error.h"
@@ -56,10 +61,11 @@ typedef struct wk_watch {
     wk_core *core;
     unsigned long long token;
     CUcontext ctx;
-    CUstream stream;
+    CUstream stream;               /* the watched stream (NULL for an event: none) */
+    CUstream side;                 /* ours, waiting for the mark; NULL once given back */
+    CUevent mark;                  /* done with the watched work; NULL once destroyed */
     int64_t spin_until;            /* poll() asks about it until then (monotonic ns); 0: never */
-    CUevent mark;                  /* what poll() asks about; NULL: none (or destroyed) */
-    struct wk_watch *mprev, *mnext;/* the process's list of watches with a mark */
+    struct wk_watch *lprev, *lnext;/* the process's list of every watch, until freed */
     PyObject *keep;                /* let go of with the GIL, after the callback */
     CUresult status;               /* what the callback was given */
     int answered;                  /* a hook or poll() answered it already */
@@ -89,7 +95,15 @@ struct wk_core {
  * without the GIL, and nothing that needs the GIL is done while holding it. */
 static pthread_mutex_t wk_lock = PTHREAD_MUTEX_INITIALIZER;
 static wk_watch wk_pending = {.prev = &wk_pending, .next = &wk_pending};
-static wk_watch wk_marked = {.mprev = &wk_marked, .mnext = &wk_marked};
+static wk_watch wk_live = {.lprev = &wk_live, .lnext = &wk_live};
+
+/* Side streams not in use, each with its context. */
+typedef struct wk_side {
+    CUcontext ctx;
+    CUstream stream;
+    struct wk_side *next;
+} wk_side;
+static wk_side *wk_idle_sides;
 static Py_ssize_t wk_live_cores, wk_live_watches;
 
 typedef struct {
@@ -163,7 +177,7 @@ take_done(wk_core *c, wk_watch **done, wk_answer **answers)
     c->answers = NULL;
 }
 
-/* Lock held: poll() asks no more about w (its mark stays until drop_mark). */
+/* Lock held: poll() asks no more about w. */
 static void
 stop_spinning(wk_watch *w)
 {
@@ -173,45 +187,116 @@ stop_spinning(wk_watch *w)
     }
 }
 
-/* An event recorded on `stream` now, in its context `ctx` (made current for the
- * call if it is not): a watch's mark.  NULL when it cannot be had; the watch then
- * waits for its callback alone. */
-static CUevent
-record_mark(CUcontext ctx, CUstream stream)
+static void CUDA_CB watch_done(CUstream hstream, CUresult status, void *data);
+
+/* A side stream of ctx (current): one from the pool, or a new one. */
+static CUresult
+take_side(CUcontext ctx, CUstream *out)
+{
+    pthread_mutex_lock(&wk_lock);
+    wk_side **p = &wk_idle_sides;
+    while (*p != NULL && (*p)->ctx != ctx)
+        p = &(*p)->next;
+    wk_side *found = *p;
+    if (found != NULL)
+        *p = found->next;
+    pthread_mutex_unlock(&wk_lock);
+    if (found == NULL)
+        return bc_drv.cuStreamCreate(out, CU_STREAM_NON_BLOCKING);
+    *out = found->stream;
+    PyMem_RawFree(found);
+    return CUDA_SUCCESS;
+}
+
+/* Make ctx current for a few calls if it is not: 1 pushed, 0 it was, -1 failed. */
+static int
+enter_ctx(CUcontext ctx)
 {
     CUcontext cur = NULL;
-    if (bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
-        return NULL;
-    int pushed = cur != ctx;
-    if (pushed && bc_drv.cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
-        return NULL;
-    CUevent mark = NULL;
-    if (bc_drv.cuEventCreate(&mark, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-        mark = NULL;
-    else if (bc_drv.cuEventRecord(mark, stream) != CUDA_SUCCESS) {
-        bc_drv.cuEventDestroy(mark);
-        mark = NULL;
+    if (bc_forked_child || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+        return -1;
+    if (cur == ctx)
+        return 0;
+    return bc_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS ? 1 : -1;
+}
+
+/* GIL held, lock not held.  In w's context: its side stream, its mark (on the
+ * watched stream; for `event`, on the side stream after a wait for it), the side
+ * stream's wait for the mark, and last the callback.  CUDA_SUCCESS, or the failing
+ * call's result with *what naming it; what was made stays on w for disarm(). */
+static CUresult
+arm(wk_watch *w, CUevent event, const char **what)
+{
+    *what = "cuCtxPushCurrent";
+    int entered = enter_ctx(w->ctx);
+    if (entered < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc;
+    *what = "cuStreamCreate";
+    if ((rc = take_side(w->ctx, &w->side)) != CUDA_SUCCESS) {
+        w->side = NULL;
+        goto out;
     }
-    if (pushed) {
+    *what = "cuEventCreate";
+    if ((rc = bc_drv.cuEventCreate(&w->mark, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        w->mark = NULL;
+        goto out;
+    }
+    if (event != NULL) {
+        *what = "cuStreamWaitEvent";
+        if ((rc = bc_drv.cuStreamWaitEvent(w->side, event, 0)) != CUDA_SUCCESS)
+            goto out;
+        *what = "cuEventRecord";
+        if ((rc = bc_drv.cuEventRecord(w->mark, w->side)) != CUDA_SUCCESS)
+            goto out;
+    } else {
+        *what = "cuEventRecord";
+        if ((rc = bc_drv.cuEventRecord(w->mark, w->stream)) != CUDA_SUCCESS)
+            goto out;
+        *what = "cuStreamWaitEvent";
+        if ((rc = bc_drv.cuStreamWaitEvent(w->side, w->mark, 0)) != CUDA_SUCCESS)
+            goto out;
+    }
+    *what = "cuStreamAddCallback";
+    rc = bc_drv.cuStreamAddCallback(w->side, watch_done, w, 0);
+out:
+    if (entered == 1) {
         CUcontext popped;
         bc_drv.cuCtxPopCurrent(&popped);
     }
-    return mark;
+    return rc;
 }
 
-/* Lock held, not on the callback thread: destroy w's mark, if it has one. */
+/* Lock held, not on the callback thread: poll() asks no more about w, and its
+ * mark is destroyed (a stream that waits for it already is not disturbed). */
 static void
 drop_mark(wk_watch *w)
 {
-    if (w->mark == NULL)
-        return;
     stop_spinning(w);
-    if (!bc_forked_child)
+    if (w->mark != NULL && !bc_forked_child)
         bc_drv.cuEventDestroy(w->mark);
     w->mark = NULL;
-    w->mprev->mnext = w->mnext;
-    w->mnext->mprev = w->mprev;
-    w->mprev = w->mnext = NULL;
+}
+
+/* Lock held, not on the callback thread, w's callback queued no more (it came,
+ * or was never queued) unless `destroy`: drop its mark and give its side stream
+ * back to the pool, or destroy it when `destroy` (its context is going; the
+ * driver lets go of it once the work queued on it is done). */
+static void
+disarm(wk_watch *w, int destroy)
+{
+    drop_mark(w);
+    if (w->side == NULL)
+        return;
+    wk_side *idle = destroy || bc_forked_child ? NULL : PyMem_RawMalloc(sizeof *idle);
+    if (idle != NULL) {
+        idle->ctx = w->ctx;
+        idle->stream = w->side;
+        idle->next = wk_idle_sides;
+        wk_idle_sides = idle;
+    } else if (!bc_forked_child)
+        bc_drv.cuStreamDestroy(w->side);
+    w->side = NULL;
 }
 
 /* ------------------------------------------------------- the callback side */
@@ -248,8 +333,11 @@ free_taken(wk_watch *done, wk_answer *answers)
 {
     Py_ssize_t n = 0;
     pthread_mutex_lock(&wk_lock);
-    for (wk_watch *w = done; w != NULL; w = w->done_next)
-        drop_mark(w);
+    for (wk_watch *w = done; w != NULL; w = w->done_next) {
+        disarm(w, 0);
+        w->lprev->lnext = w->lnext;
+        w->lnext->lprev = w->lprev;
+    }
     pthread_mutex_unlock(&wk_lock);
     while (done != NULL) {
         wk_watch *w = done;
@@ -349,13 +437,24 @@ static void
 on_context_going(bc_Context *ctx, int Py_UNUSED(arg))
 {
     answer_pending(match_context, (void *)ctx->handle, WK_CONTEXT_GONE);
+    int entered = bc_context_enter(ctx);
     pthread_mutex_lock(&wk_lock);
-    for (wk_watch *w = wk_marked.mnext, *next; w != &wk_marked; w = next) {
-        next = w->mnext;
+    for (wk_watch *w = wk_live.lnext; w != &wk_live; w = w->lnext)
         if (w->ctx == ctx->handle)
-            drop_mark(w);
+            disarm(w, 1);
+    for (wk_side **p = &wk_idle_sides; *p != NULL;) {
+        wk_side *idle = *p;
+        if (idle->ctx != ctx->handle) {
+            p = &idle->next;
+            continue;
+        }
+        *p = idle->next;
+        if (!bc_forked_child)
+            bc_drv.cuStreamDestroy(idle->stream);
+        PyMem_RawFree(idle);
     }
     pthread_mutex_unlock(&wk_lock);
+    bc_context_leave(entered);
 }
 
 /* ------------------------------------------------------------ the type */
@@ -408,22 +507,24 @@ waker_fileno(bc_Waker *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(watch_doc,
-"watch($self, stream, token, keep=None, spin=0.0)\n--\n\n"
-"Answer `token` from drain() once the work queued so far on `stream` (a Stream,\n"
+"watch($self, target, token, keep=None, spin=0.0)\n--\n\n"
+"Answer `token` from drain() once the work queued so far on `target` (a Stream,\n"
 "None for the legacy default stream, a handle or an object with __cuda_stream__)\n"
-"is done; `keep` stays alive until the GPU is past that work.  For its first\n"
-"`spin` seconds poll() asks about it too (not on a default stream: there the\n"
-"question depends on the thread that asks); returns whether it will.");
+"or the work before an Event's last record is done; `keep` stays alive until the\n"
+"GPU is past that work.  For its first `spin` seconds poll() asks about it too.\n"
+"Returns whether it will.");
+
+static int watched_stream_context(bc_State *st, CUstream handle, CUcontext *ctx);
 
 static PyObject *
 waker_watch(bc_Waker *self, PyObject *args, PyObject *kwargs)
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    static char *kwlist[] = {"stream", "token", "keep", "spin", NULL};
-    PyObject *vals[3] = {NULL, NULL, Py_None};
+    static char *kwlist[] = {"target", "token", "keep", "spin", NULL};
+    PyObject *target, *token_obj, *keep = Py_None;
     double spin = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|Od:watch", kwlist, &vals[0], &vals[1],
-                                     &vals[2], &spin))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|Od:watch", kwlist, &target, &token_obj,
+                                     &keep, &spin))
         return NULL;
     if (!(spin >= 0.0 && spin <= 3600.0)) {
         PyErr_SetString(PyExc_ValueError, "watch(): spin must be a number of seconds from 0 "
@@ -433,30 +534,31 @@ waker_watch(bc_Waker *self, PyObject *args, PyObject *kwargs)
     wk_core *c = waker_core(st, self, "watch()");
     if (c == NULL)
         return NULL;
-    CUstream handle;
-    if (bc_stream_convert(st, vals[0], &handle) < 0)
+    CUstream handle = NULL;
+    bc_Event *event = NULL;
+    if (PyObject_TypeCheck(target, (PyTypeObject *)st->EventType)) {
+        if ((event = bc_event_check(st, target, "target")) == NULL)
+            return NULL;
+    } else if (bc_stream_convert(st, target, &handle) < 0)
         return NULL;
-    if (!PyLong_Check(vals[1])) {
+    if (!PyLong_Check(token_obj)) {
         PyErr_Format(PyExc_TypeError, "watch(): token must be an int, not %.100s",
-                     Py_TYPE(vals[1])->tp_name);
+                     Py_TYPE(token_obj)->tp_name);
         return NULL;
     }
-    unsigned long long token = PyLong_AsUnsignedLongLong(vals[1]);
+    unsigned long long token = PyLong_AsUnsignedLongLong(token_obj);
     if (token == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
     if (bc_context_require(st) < 0)
         return NULL;
     CUcontext ctx = NULL;
-    if (bc_check(st, bc_drv.cuStreamGetCtx(handle, &ctx), "cuStreamGetCtx") < 0)
+    if (event != NULL && event->ctx != NULL)
+        ctx = event->ctx->handle;
+    else if (event != NULL) {
+        if (bc_check(st, bc_drv.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent") < 0)
+            return NULL;
+    } else if (watched_stream_context(st, handle, &ctx) < 0)
         return NULL;
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (bc_check(st, bc_drv.cuStreamIsCapturing(handle, &capturing), "cuStreamIsCapturing") < 0)
-        return NULL;
-    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
-        return bc_error_logic(st, "watch(): the stream is capturing a graph: nothing queued on "
-                                  "it runs until the graph is launched, so there is nothing "
-                                  "to await"),
-               NULL;
 
     wk_watch *w = PyMem_RawCalloc(1, sizeof *w);
     if (w == NULL)
@@ -465,41 +567,63 @@ waker_watch(bc_Waker *self, PyObject *args, PyObject *kwargs)
     w->token = token;
     w->ctx = ctx;
     w->stream = handle;
-    w->keep = Py_NewRef(vals[2]);
-    int defaults = handle == NULL || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD;
-    if (spin > 0.0 && !defaults && (w->mark = record_mark(ctx, handle)) != NULL)
-        w->spin_until = bc_monotonic_ns() + (int64_t)(spin * 1e9) + 1;
+    w->keep = Py_NewRef(keep);
     pthread_mutex_lock(&wk_lock);
     w->next = &wk_pending;
     w->prev = wk_pending.prev;
     wk_pending.prev->next = w;
     wk_pending.prev = w;
+    w->lnext = &wk_live;
+    w->lprev = wk_live.lprev;
+    wk_live.lprev->lnext = w;
+    wk_live.lprev = w;
     c->refs++;
     c->pending++;
-    c->spinning += w->spin_until != 0;
-    if (w->mark != NULL) {
-        w->mnext = &wk_marked;
-        w->mprev = wk_marked.mprev;
-        wk_marked.mprev->mnext = w;
-        wk_marked.mprev = w;
-    }
     wk_live_watches++;
     pthread_mutex_unlock(&wk_lock);
 
-    CUresult rc = bc_drv.cuStreamAddCallback(handle, watch_done, w, 0);
+    const char *what;
+    CUresult rc = arm(w, event != NULL ? event->handle : NULL, &what);
+    pthread_mutex_lock(&wk_lock);
     if (rc != CUDA_SUCCESS) {
-        pthread_mutex_lock(&wk_lock);
+        /* no callback was queued: nothing else knows of w */
         w->prev->next = w->next;
         w->next->prev = w->prev;
+        w->lprev->lnext = w->lnext;
+        w->lnext->lprev = w->lprev;
         c->pending--;
-        drop_mark(w);
+        disarm(w, 0);
         core_decref(c, 1);
         pthread_mutex_unlock(&wk_lock);
         Py_DECREF(w->keep);
         PyMem_RawFree(w);
-        return bc_error_raise(st, rc, "cuStreamAddCallback"), NULL;
+        return bc_error_raise(st, rc, what), NULL;
     }
-    return PyBool_FromLong(w->spin_until != 0);
+    /* (its callback may have come already: then it is no longer pending) */
+    if (spin > 0.0 && w->prev != NULL) {
+        w->spin_until = bc_monotonic_ns() + (int64_t)(spin * 1e9) + 1;
+        c->spinning++;
+    }
+    int asked = w->spin_until != 0;
+    pthread_mutex_unlock(&wk_lock);
+    return PyBool_FromLong(asked);
+}
+
+/* The context of a stream to watch, into *ctx; refused while it captures a graph
+ * (nothing queued on it runs until the graph is launched).  0, or -1 raised. */
+static int
+watched_stream_context(bc_State *st, CUstream handle, CUcontext *ctx)
+{
+    if (bc_check(st, bc_drv.cuStreamGetCtx(handle, ctx), "cuStreamGetCtx") < 0)
+        return -1;
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (bc_check(st, bc_drv.cuStreamIsCapturing(handle, &capturing), "cuStreamIsCapturing") < 0)
+        return -1;
+    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+        return bc_error_logic(st, "watch(): the stream is capturing a graph: nothing queued on "
+                                  "it runs until the graph is launched, so there is nothing "
+                                  "to await");
+    return 0;
 }
 
 /* The exception a watch answers with: the CUDA error its callback was given,

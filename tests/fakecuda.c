@@ -175,11 +175,29 @@ struct fake_cb { CUstream s; CUstreamCallback fn; void *data; unsigned long long
 static struct fake_cb *cbs;
 static unsigned long long cb_seq; /* callbacks queued so far */
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A stream made to wait for an event recorded on another stream works, for the
+ * stand-in, on behalf of that one (its origin): the callbacks and events queued on
+ * it are counted as the origin's, so that firing a stream's callbacks fires those
+ * of the side streams that wait for it.  A stream's origin is itself until it
+ * waits for an event. */
+static struct { CUstream s, origin; } origins[4096];
+static CUstream origin_of(CUstream s) {   /* cb_lock held */
+    for (int i = 0; i < 4096 && origins[i].s; i++)
+        if (origins[i].s == s) return origins[i].origin;
+    return s;
+}
+static void set_origin(CUstream s, CUstream origin) {   /* cb_lock held */
+    int i = 0;
+    while (i < 4095 && origins[i].s && origins[i].s != s) i++;
+    origins[i].s = s;
+    origins[i].origin = origin;
+}
 static CUresult f_addcallback(CUstream s, CUstreamCallback fn, void *data, unsigned f) {
     if (f) return CUDA_ERROR_INVALID_VALUE;
     struct fake_cb *c = malloc(sizeof *c), **p;
-    c->s = s; c->fn = fn; c->data = data; c->next = NULL;
+    c->fn = fn; c->data = data; c->next = NULL;
     pthread_mutex_lock(&cb_lock);
+    c->s = origin_of(s);
     c->seq = ++cb_seq;
     for (p = &cbs; *p; p = &(*p)->next) {}
     *p = c;
@@ -219,7 +237,23 @@ int fake_fire_callbacks(unsigned long long stream, int status, int n) {
     pthread_join(t, NULL);
     return k;
 }
-unsigned long long fake_callback_stream(int i) {   /* the stream of the i-th queued */
+int fake_fire_nth(int i, int status) {   /* only the i-th queued (from 0): 1, or 0 */
+    struct fake_fire f = {NULL, (CUresult)status};
+    struct fake_cb **p;
+    pthread_mutex_lock(&cb_lock);
+    for (p = &cbs; *p && i > 0; p = &(*p)->next, i--) {}
+    if ((f.list = *p) != NULL) {
+        *p = f.list->next;
+        f.list->next = NULL;
+    }
+    pthread_mutex_unlock(&cb_lock);
+    if (f.list == NULL) return 0;
+    pthread_t t;
+    pthread_create(&t, NULL, fire_thread, &f);
+    pthread_join(t, NULL);
+    return 1;
+}
+unsigned long long fake_callback_stream(int i) {   /* the stream (origin) of the i-th queued */
     unsigned long long s = 0;
     pthread_mutex_lock(&cb_lock);
     struct fake_cb *c = cbs;
@@ -238,15 +272,16 @@ int fake_pending_callbacks(void) {
 /* cuStreamQuery: busy while callbacks are queued on the stream, idle after, unless
  * fake_query_answer(stream, rc) said otherwise (rc < 0: back to that rule), e.g. a
  * stream the GPU is done with whose callback the driver has not run yet. */
-static struct { unsigned long long s; int rc; } query_answers[16];
+static struct { int used; unsigned long long s; int rc; } query_answers[16];
 int fake_query_answer(unsigned long long stream, int rc) {
     pthread_mutex_lock(&cb_lock);
     int free_slot = -1, i;
-    for (i = 0; i < 16 && query_answers[i].s != stream; i++)
-        if (query_answers[i].s == 0 && free_slot < 0) free_slot = i;
+    for (i = 0; i < 16 && !(query_answers[i].used && query_answers[i].s == stream); i++)
+        if (!query_answers[i].used && free_slot < 0) free_slot = i;
     if (i == 16) i = free_slot;
     if (i >= 0) {
-        query_answers[i].s = rc < 0 ? 0 : stream;
+        query_answers[i].used = rc >= 0;
+        query_answers[i].s = stream;
         query_answers[i].rc = rc;
     }
     pthread_mutex_unlock(&cb_lock);
@@ -254,21 +289,22 @@ int fake_query_answer(unsigned long long stream, int rc) {
 }
 /* Busy while a callback queued on s up to number `upto` is still queued. */
 static CUresult query_upto(CUstream s, unsigned long long upto) {
-    unsigned long long h = (unsigned long long)(uintptr_t)s;
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&cb_lock);
+    s = origin_of(s);
+    unsigned long long h = (unsigned long long)(uintptr_t)s;
     for (struct fake_cb *c = cbs; c; c = c->next)
         if (c->s == s && c->seq <= upto) rc = CUDA_ERROR_NOT_READY;
     for (int i = 0; i < 16; i++)
-        if (h != 0 && query_answers[i].s == h) rc = (CUresult)query_answers[i].rc;
+        if (query_answers[i].used && query_answers[i].s == h) rc = (CUresult)query_answers[i].rc;
     pthread_mutex_unlock(&cb_lock);
     return rc;
 }
 static CUresult f_streamquery(CUstream s) { return query_upto(s, ~0ULL); }
 
-/* Events: one recorded on a stream is done once the callbacks queued on it before
- * the record and the first one queued after it have fired (a watch records its
- * mark, then queues its callback: the stand-in's stream work is its callbacks).
+/* Events: one recorded on a stream is done once the callbacks queued on its origin
+ * before the record and the first one queued after it have fired (a watch records
+ * its mark, then queues its callback: the stand-in's stream work is its callbacks).
  * fake_query_answer() overrides them as it does their stream. */
 struct fake_event { CUstream s; unsigned long long upto; };
 static CUresult f_eventcreate(CUevent *e, unsigned f) {
@@ -281,7 +317,7 @@ static CUresult f_eventcreate(CUevent *e, unsigned f) {
 static CUresult f_eventrecord(CUevent e, CUstream s) {
     struct fake_event *ev = (struct fake_event *)e;
     pthread_mutex_lock(&cb_lock);
-    ev->s = s;
+    ev->s = origin_of(s);
     ev->upto = cb_seq + 1;
     pthread_mutex_unlock(&cb_lock);
     return 0;
@@ -291,6 +327,14 @@ static CUresult f_eventquery(CUevent e) {
     return ev->upto ? query_upto(ev->s, ev->upto) : CUDA_SUCCESS;
 }
 static CUresult f_eventdestroy(CUevent e) { free(e); return 0; }
+static CUresult f_streamwaitevent(CUstream s, CUevent e, unsigned f) {
+    struct fake_event *ev = (struct fake_event *)e;
+    if (f) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&cb_lock);
+    set_origin(s, ev->upto ? ev->s : s);
+    pthread_mutex_unlock(&cb_lock);
+    return 0;
+}
 static CUresult f_streamgetctx(CUstream s, CUcontext *c) { (void)s; *c = current; return current ? 0 : CUDA_ERROR_INVALID_CONTEXT; }
 static CUresult f_iscapturing(CUstream s, CUstreamCaptureStatus *st) { (void)s; *st = CU_STREAM_CAPTURE_STATUS_NONE; return 0; }
 
@@ -462,7 +506,7 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuMemcpyHtoD", f_htod}, {"cuMemcpyDtoH", f_dtoh},
     {"cuMemcpyHtoDAsync", f_htod_async}, {"cuMemcpyDtoHAsync", f_dtoh_async},
     {"cuStreamCreate", f_streamcreate}, {"cuStreamCreateWithPriority", f_streamcreate_prio}, {"cuStreamDestroy", ok}, {"cuStreamSynchronize", ok},
-    {"cuStreamQuery", f_streamquery}, {"cuStreamWaitEvent", ok}, {"cuStreamAddCallback", f_addcallback},
+    {"cuStreamQuery", f_streamquery}, {"cuStreamWaitEvent", f_streamwaitevent}, {"cuStreamAddCallback", f_addcallback},
     {"cuStreamGetCtx", f_streamgetctx}, {"cuStreamIsCapturing", f_iscapturing},
     {"cuLaunchKernel", f_launch}, {"cuEventCreate", f_eventcreate}, {"cuEventRecord", f_eventrecord},
     {"cuEventSynchronize", ok}, {"cuEventDestroy", f_eventdestroy}, {"cuEventQuery", f_eventquery}, {"cuEventElapsedTime", f_elapsed},

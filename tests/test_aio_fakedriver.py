@@ -176,32 +176,31 @@ def test_awaits_wake_in_completion_order_1000_over_16_streams(fake_driver, spin)
     assert "woke 1000 spinning False" in out and "stats (0, 0) pending 0" in out, out
 
 
-def test_event_awaits_wake_in_the_order_events_complete(fake_driver):
-    """Each event await waits on a stream of its own: completing the second
-    event's stream first wakes the second await first."""
+def test_each_await_has_a_callback_of_its_own(fake_driver):
+    """Each await's callback is queued on a side stream of its own, never on the
+    awaited stream: the second await's callback coming first wakes it first."""
     out = run_case(fake_driver, """
+    drv.set_await_spin(0)
     s = drv.Stream()
     async def main():
         e1, e2 = drv.Event().record(s), drv.Event().record(s)
         woke = []
-        async def wait(e, name):
-            await e
+        async def wait(aw, name):
+            await aw
             woke.append(name)
-        t1 = asyncio.ensure_future(wait(e1, "e1"))
-        t2 = asyncio.ensure_future(wait(e2, "e2"))
+        tasks = [asyncio.ensure_future(wait(aw, name))
+                 for aw, name in ((e1, "e1"), (e2, "e2"), (s, "s"))]
         await asyncio.sleep(0)
-        assert pending() == 2
-        fake.fake_callback_stream.restype = ctypes.c_ulonglong
-        first, second = fake.fake_callback_stream(0), fake.fake_callback_stream(1)
-        assert first != second != s.handle        # each on a stream of its own
-        assert fake.fake_fire_callbacks(second, 0, 0) == 1
-        await asyncio.sleep(0.01)
-        assert fake.fake_fire_callbacks(first, 0, 0) == 1
-        await asyncio.gather(t1, t2)
+        assert pending() == 3
+        for order in (2, 1, 0):
+            assert fake.fake_fire_nth(order, 0) == 1
+            await asyncio.sleep(0.01)
+        await asyncio.gather(*tasks)
         print("woke", woke)
     asyncio.run(main())
+    finish()
     """)
-    assert "woke ['e2', 'e1']" in out, out
+    assert "woke ['s', 'e2', 'e1']" in out and "stats (0, 0) pending 0" in out, out
 
 
 def test_a_failed_stream_raises_its_driver_error_in_every_awaiting_task(fake_driver):
@@ -375,8 +374,8 @@ def test_uvloop(fake_driver):
 def test_an_await_in_its_spin_window_wakes_before_the_late_callback(fake_driver):
     """The GPU is done (its events say so) but the driver's callback thread has not
     run the callback: an await in its spin window wakes anyway, a stream await and
-    an event await alike; the event's stream goes back to the pool; the callback,
-    when it comes, only lets go of what the watches kept."""
+    an event await alike; the callback, when it comes, only lets go of what the
+    watches kept."""
     out = run_case(fake_driver, """
     assert drv.set_await_spin(1.0) == 2e-3          # the default, then 1 s
     s = drv.Stream()
@@ -384,19 +383,13 @@ def test_an_await_in_its_spin_window_wakes_before_the_late_callback(fake_driver)
         futs = [s.done(), drv.Event().record(s).done()]
         await asyncio.sleep(0.005)
         assert not any(f.done() for f in futs) and _aio_spinning()
-        fake.fake_callback_stream.restype = ctypes.c_ulonglong
-        pooled = fake.fake_callback_stream(1)
         gpu_says(s, 0)
-        gpu_says(pooled, 0)
         res = await asyncio.wait_for(asyncio.gather(*futs), 5)
         assert res[0] is None and isinstance(res[1], drv.Event), res
         assert pending() == 2 and stats()[1] == 2   # the callbacks have not come
         assert not _aio_spinning()                  # nothing left to ask about
-        e2 = drv.Event().record(s)
-        f2 = e2.done()
-        assert fake.fake_callback_stream(2) == pooled   # the pooled stream, again
         gpu_says(s, None)
-        gpu_says(pooled, None)
+        f2 = drv.Event().record(s).done()
         fire()                                      # the late callbacks: harmless
         await asyncio.wait_for(f2, 5)
         assert stats()[1] == 0
@@ -450,22 +443,26 @@ def test_a_mark_that_reports_an_error_leaves_the_error_to_the_callback(fake_driv
     assert "raised 3" in out and "stats (0, 0) pending 0" in out, out
 
 
-def test_a_raw_handle_and_the_default_streams_are_never_asked_about(fake_driver):
-    """Nothing keeps a raw handle's stream alive, and a default stream means the
-    asking thread's: their awaits wait for the callback, however long the window."""
+def test_a_raw_handle_and_the_default_stream_are_asked_about_through_their_mark(
+        fake_driver):
+    """The mark is recorded when the await is made, so what is asked later is our
+    own event, never the stream: a raw handle (whose stream nothing here keeps
+    alive) and the legacy default stream spin like a Stream."""
     out = run_case(fake_driver, """
     drv.set_await_spin(1.0)
     s = drv.Stream()
     async def main():
         from barecuda._core import aio             # what aget(stream=None) and others use
         futs = [aio.done(s.handle), aio.done(None)]
-        assert not _aio_spinning()
-        gpu_says(s, 0)
-        await asyncio.sleep(0.01)
+        assert _aio_spinning()
+        await asyncio.sleep(0.005)
         assert not any(f.done() for f in futs)
-        gpu_says(s, None)
-        later(fire)
+        gpu_says(s, 0)
+        gpu_says(0, 0)
         await asyncio.wait_for(asyncio.gather(*futs), 5)
+        gpu_says(s, None)
+        gpu_says(0, None)
+        fire()
     asyncio.run(main())
     finish()
     """)

@@ -27,6 +27,10 @@ typedef struct {
     PyObject *weakreflist;
 } bc_Event;
 
+/* obj as a usable Event (borrowed): TypeError naming `what` when it is no Event,
+ * LogicError when it was closed or its context is gone; NULL then. */
+bc_Event *bc_event_check(bc_State *st, PyObject *obj, const char *what);
+
 /* Convert None (the legacy default stream, 0), a Stream, an object with
  * __cuda_stream__, or an int handle to a CUstream.  0 on success, -1 with
  * TypeError/LogicError set.  A released Stream is a LogicError. */

@@ -248,8 +248,8 @@ CUDA_DEBUGGING = False
 
 def set_await_spin(seconds: float) -> float:
     """Set for how long, in seconds, each ``await stream`` or ``await event`` is also
-    asked about from its event loop (``cuStreamQuery`` on each iteration of the
-    loop, which does not sleep meanwhile); returns the previous value.  From 0 to 1;
+    asked about from its event loop (an event query on each iteration of the loop,
+    which does not sleep meanwhile); returns the previous value.  From 0 to 1;
     2e-3 by default.  Within that window an await wakes as fast as a spinning
     ``synchronize()``; after it, the driver's stream callback wakes the loop through
     an fd (about 0.2 ms on an H200).  0: only the callback, no CPU spent at all.

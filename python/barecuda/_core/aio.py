@@ -15,8 +15,8 @@ to wake (190 us a median on the lent H200, against 8.5 us for a spinning
 ``synchronize()``).  So for its first ``spin`` seconds (:func:`set_spin`; 2 ms by
 default) an await is also asked about from the loop itself: while any await is in
 its window the loop does not sleep, and on each of its iterations ``_Waker.poll()``
-asks the driver (``cuStreamQuery``, no system call) whether the awaited streams
-are idle.  A wait longer than the window costs the loop that window's CPU once
+asks the driver (``cuEventQuery`` on each await's mark, no system call) whether
+the awaited work is done.  A wait longer than the window costs the loop that window's CPU once
 (0.2% of a core over a 1 s kernel) and then nothing until the fd wakes it.
 
 What users rely on, and where it is kept:
@@ -27,8 +27,8 @@ What users rely on, and where it is kept:
   the registry holds loops weakly, so the loop, its table and the Waker go; the
   Waker's fd is closed, and the watches still pending let go of what they kept when
   the GPU is past them (src/waker.c).
-- ``await event`` waits on a stream of its own (a pool per loop and context), so
-  awaits on events wake in the order the events complete.
+- Each await has a side stream of its own (src/waker.c): the callback never holds
+  back the awaited stream, and awaits wake in the order their work completes.
 
 This module imports asyncio on first use only (``import barecuda`` stays cheap).
 """
@@ -55,8 +55,8 @@ def done(obj: Any, result: Any = None, keep: Any = None) -> Any:
     ``__cuda_stream__``; the work queued on it so far; the result is `result`).
     `keep` stays alive until the GPU is past that work (a copy's buffers)."""
     waker = _waker_for_running_loop()
-    if isinstance(obj, _driver.Event):
-        return waker.watch_event(obj, obj if result is None else result, keep)
+    if isinstance(obj, _driver.Event) and result is None:
+        result = obj
     return waker.watch(obj, result, keep)
 
 
@@ -96,36 +96,24 @@ class _LoopWaker:
 
     def __init__(self, loop: Any) -> None:
         self._waker = _driver._Waker()
-        # token -> (weak reference to the future, its result, what to do after)
-        self._pending: dict[int, tuple[Any, Any, Any]] = {}
-        # Context -> idle Streams for awaiting events (a stream each pending await)
-        self._event_streams: dict[Any, list[Any]] = {}
+        # token -> (weak reference to the future, its result)
+        self._pending: dict[int, tuple[Any, Any]] = {}
         self._loop = weakref.ref(loop)
         self._spinning = False                # a _poll is queued on the loop
         loop.add_reader(self._waker.fileno(), self._drain)
 
-    def watch(self, stream: Any, result: Any, keep: Any, after: Any = None) -> Any:
+    def watch(self, target: Any, result: Any, keep: Any) -> Any:
         loop = self._loop()
         if loop is None:           # only a running loop's _LoopWaker is ever asked
             raise RuntimeError("the event loop of this waker is gone")
         fut = loop.create_future()
         token = next(_tokens)
-        # A raw handle is not kept alive by anything here: never asked about (a
-        # handle destroyed meanwhile must not reach cuStreamQuery)
-        spin = 0.0 if isinstance(stream, int) else _spin
-        asked = self._waker.watch(stream, token, (stream, keep), spin)
-        self._pending[token] = (weakref.ref(fut), result, after)
+        asked = self._waker.watch(target, token, (target, keep), _spin)
+        self._pending[token] = (weakref.ref(fut), result)
         if asked and not self._spinning:
             self._spinning = True
             loop.call_soon(self._poll)
         return fut
-
-    def watch_event(self, event: Any, result: Any, keep: Any) -> Any:
-        ctx = event.context
-        idle = self._event_streams.setdefault(ctx, [])
-        stream = idle.pop() if idle else _new_stream(ctx)
-        stream.wait_for_event(event)
-        return self.watch(stream, result, (event, keep), after=(idle, stream))
 
     def _drain(self) -> None:
         for token, exc in self._waker.drain():
@@ -146,9 +134,7 @@ class _LoopWaker:
         entry = self._pending.pop(token, None)
         if entry is None:
             return
-        ref, result, after = entry
-        if after is not None and exc is None:
-            after[0].append(after[1])          # the event's stream is idle again
+        ref, result = entry
         fut = ref()
         if fut is None or fut.done():          # dropped or cancelled: nothing to tell
             return
@@ -156,20 +142,6 @@ class _LoopWaker:
             fut.set_result(result)
         else:
             fut.set_exception(exc)
-
-
-def _new_stream(ctx: Any) -> Any:
-    """A non-blocking stream of `ctx` (made current for the call if it is not)."""
-    from barecuda._driver import Context, Stream
-
-    flags = 1   # CU_STREAM_NON_BLOCKING: the legacy default stream does not serialise it
-    if ctx is None or Context.get_current() == ctx:
-        return Stream(flags)
-    ctx.push()
-    try:
-        return Stream(flags)
-    finally:
-        Context.pop()
 
 
 _driver._set_awaiter(done)
