@@ -729,14 +729,15 @@ waker_poll(bc_Waker *self, PyObject *Py_UNUSED(ignored))
         if (w->core != c || w->spin_until == 0)
             continue;
         if (now > w->spin_until) {
-            drop_mark(w);
+            stop_spinning(w);
             continue;
         }
-        /* Busy: ask again next time.  An error: the callback brings it. */
+        /* Busy: ask again next time.  An error: the callback brings it.  (The
+         * mark is destroyed later, with the watch: that takes microseconds.) */
         CUresult rc = bc_drv.cuEventQuery(w->mark);
         if (rc == CUDA_ERROR_NOT_READY)
             continue;
-        drop_mark(w);
+        stop_spinning(w);
         if (rc == CUDA_SUCCESS) {
             w->answered = 1;
             idle[n_idle++] = w->token;

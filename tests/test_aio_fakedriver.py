@@ -487,3 +487,36 @@ def test_set_await_spin_refuses_bad_values(fake_driver):
     finish()
     """)
     assert "stats (0, 0) pending 0" in out, out
+
+
+def test_await_stream_in_its_window_looks_at_its_future_each_pass_and_cancels_cleanly(
+        fake_driver):
+    """`await stream` in its spin window yields one pass at a time, looking at its
+    future (answered by the loop's event queries); cancelling the task then
+    cancels the future and leaves the GPU work alone."""
+    out = run_case(fake_driver, """
+    drv.set_await_spin(1.0)
+    s = drv.Stream()
+    async def main():
+        async def waiter(aw):
+            return await aw
+        t = asyncio.ensure_future(waiter(s))
+        await asyncio.sleep(0.003)
+        assert not t.done() and pending() == 1
+        gpu_says(s, 0)
+        assert await asyncio.wait_for(t, 5) is None
+        gpu_says(s, None)
+        e = drv.Event().record(s)
+        t = asyncio.ensure_future(waiter(e))
+        for _ in range(20):
+            await asyncio.sleep(0)                 # the task spins meanwhile
+        t.cancel()
+        await expect_await(asyncio.CancelledError, "", t)
+        assert pending() == 2                      # nothing of the GPU work was touched
+        fire()
+        await asyncio.sleep(0.01)
+        assert stats()[1] == 0
+    asyncio.run(main())
+    finish()
+    """)
+    assert "stats (0, 0) pending 0" in out, out

@@ -106,13 +106,15 @@ class _LoopWaker:
         loop = self._loop()
         if loop is None:           # only a running loop's _LoopWaker is ever asked
             raise RuntimeError("the event loop of this waker is gone")
-        fut = loop.create_future()
+        fut = _future_type()(loop=loop)
         token = next(_tokens)
         asked = self._waker.watch(target, token, (target, keep), _spin)
         self._pending[token] = (weakref.ref(fut), result)
-        if asked and not self._spinning:
-            self._spinning = True
-            loop.call_soon(self._poll)
+        if asked:
+            fut._spin_until = loop.time() + _spin
+            if not self._spinning:
+                self._spinning = True
+                loop.call_soon(self._poll)
         return fut
 
     def _drain(self) -> None:
@@ -142,6 +144,41 @@ class _LoopWaker:
             fut.set_result(result)
         else:
             fut.set_exception(exc)
+
+
+_Future: Any = None
+
+
+def _future_type() -> Any:
+    """The future type of the awaits, made on first use (asyncio is imported then)."""
+    global _Future
+    if _Future is not None:
+        return _Future
+    import asyncio
+
+    class GPUFuture(asyncio.Future):  # type: ignore[type-arg]
+        """A future of GPU work.  Awaited directly (``await stream``), it looks at
+        itself on each pass of the loop while its spin window lasts, instead of
+        being woken through a done-callback: the _poll that answers it and the
+        task that awaits it then run in the same pass, a pass sooner.  Awaited in
+        other ways (``gather``, ``wait_for``) it is an ordinary future."""
+
+        _spin_until = 0.0
+
+        def __await__(self) -> Any:
+            loop = self.get_loop()
+            try:
+                while not self.done() and loop.time() < self._spin_until:
+                    yield       # a bare yield: the task runs again on the next pass
+            except BaseException:   # the task was cancelled meanwhile: so is the future
+                self.cancel()
+                raise
+            return (yield from super().__await__())
+
+        __iter__ = __await__
+
+    _Future = GPUFuture
+    return _Future
 
 
 _driver._set_awaiter(done)
