@@ -2,26 +2,24 @@
 /* Waker: how an asyncio loop learns that the GPU is done (the Python half is
  * barecuda/_core/aio.py).
  *
- * watch(stream or event, token, keep, spin) records an event, the watch's mark, on
- * the watched stream (for an event: a wait for it), makes a side stream of our
- * own wait for the mark, and queues a stream callback on the side stream.  The
- * callback does not go on the watched stream because a callback holds back the
- * work queued after it until the driver has run it: a later kernel would wait for
- * the driver's callback thread, and the stream would not be idle when the await
- * returns.  cuStreamAddCallback is used, not cuLaunchHostFunc, because it still
- * runs (once, with the error) after a device fault, so a failed kernel reaches
- * every awaiting task.  On the driver's callback thread no Python runs and no CUDA
- * call is made: the callback moves its watch onto its Waker's done list under one
- * process-wide mutex and, when nothing was signalled yet, writes the Waker's
- * eventfd (a pipe where there is none), which the loop watches with add_reader.
- * drain(), on the loop's thread, reads the fd and answers (token, None or the
- * exception) for each watch done, and only then lets go of what the watch kept
- * alive (the stream, the buffers of a copy), destroys its mark and gives its side
- * stream back to the context's pool.
+ * watch(stream, token, keep, spin) records an event, the watch's mark, on the
+ * stream and queues a stream callback after it; watch(event, ...) does the same on
+ * a side stream of ours (pooled per context) that waits for the event, so that
+ * awaits on events wake in the order the events complete and nothing is queued on
+ * the user's streams.  cuStreamAddCallback is used, not cuLaunchHostFunc, because
+ * it still runs (once, with the error) after a device fault, so a failed kernel
+ * reaches every awaiting task.  On the driver's callback thread no Python runs and
+ * no CUDA call is made: the callback moves its watch onto its Waker's done list
+ * under one process-wide mutex and, when nothing was signalled yet, writes the
+ * Waker's eventfd (a pipe where there is none), which the loop watches with
+ * add_reader.  drain(), on the loop's thread, reads the fd and answers (token,
+ * None or the exception) for each watch done, and only then lets go of what the
+ * watch kept alive (the stream, the buffers of a copy), destroys its mark and
+ * gives its side stream back to the pool.
  *
  * The driver's callback thread is slow to wake, and so is a loop asleep in epoll:
  * on the H200 lent to us an await woken that way took a median 150 to 190 us,
- * against 7 to 9 for a spinning synchronize().  So a watch may also be given a
+ * against 5 to 9 for a spinning synchronize().  So a watch may also be given a
  * spin window: for its first `spin` seconds the loop, while it has such watches,
  * does not sleep but calls poll() on each of its iterations, which asks their
  * marks (cuEventQuery) and answers at once those that are done; the callback,
@@ -29,7 +27,10 @@
  * watched work is done, not the work queued after it, so awaits on several
  * streams wake in the order their work completes (to within one pass of the loop).
  * A watch still busy when its window ends, or whose mark reports an error, is left
- * to its callback (which brings the error).
+ * to its callback (which brings the error).  A watch answered by poll() still has
+ * its callback queued on the stream: work queued there next starts once the
+ * driver has run it (the price of the callback on the stream; an event's watch
+ * puts it on a side stream).
  *
  * A stream closed or a context let go while watched cannot be counted on to call
  * back: their hooks (registered with stream.c and context.c) answer the watches
@@ -62,7 +63,7 @@ typedef struct wk_watch {
     unsigned long long token;
     CUcontext ctx;
     CUstream stream;               /* the watched stream (NULL for an event: none) */
-    CUstream side;                 /* ours, waiting for the mark; NULL once given back */
+    CUstream side;                 /* for an event: ours, waiting for it; NULL once given back */
     CUevent mark;                  /* done with the watched work; NULL once destroyed */
     int64_t spin_until;            /* poll() asks about it until then (monotonic ns); 0: never */
     struct wk_watch *lprev, *lnext;/* the process's list of every watch, until freed */
@@ -220,10 +221,10 @@ enter_ctx(CUcontext ctx)
     return bc_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS ? 1 : -1;
 }
 
-/* GIL held, lock not held.  In w's context: its side stream, its mark (on the
- * watched stream; for `event`, on the side stream after a wait for it), the side
- * stream's wait for the mark, and last the callback.  CUDA_SUCCESS, or the failing
- * call's result with *what naming it; what was made stays on w for disarm(). */
+/* GIL held, lock not held.  In w's context: its mark, then its callback, on the
+ * watched stream; for `event`, on a side stream from the pool after a wait for
+ * the event.  CUDA_SUCCESS, or the failing call's result with *what naming it;
+ * what was made stays on w for disarm(). */
 static CUresult
 arm(wk_watch *w, CUevent event, const char **what)
 {
@@ -232,33 +233,28 @@ arm(wk_watch *w, CUevent event, const char **what)
     if (entered < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     CUresult rc;
-    *what = "cuStreamCreate";
-    if ((rc = take_side(w->ctx, &w->side)) != CUDA_SUCCESS) {
-        w->side = NULL;
-        goto out;
+    CUstream on = w->stream;
+    if (event != NULL) {
+        *what = "cuStreamCreate";
+        if ((rc = take_side(w->ctx, &w->side)) != CUDA_SUCCESS) {
+            w->side = NULL;
+            goto out;
+        }
+        *what = "cuStreamWaitEvent";
+        if ((rc = bc_drv.cuStreamWaitEvent(w->side, event, 0)) != CUDA_SUCCESS)
+            goto out;
+        on = w->side;
     }
     *what = "cuEventCreate";
     if ((rc = bc_drv.cuEventCreate(&w->mark, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
         w->mark = NULL;
         goto out;
     }
-    if (event != NULL) {
-        *what = "cuStreamWaitEvent";
-        if ((rc = bc_drv.cuStreamWaitEvent(w->side, event, 0)) != CUDA_SUCCESS)
-            goto out;
-        *what = "cuEventRecord";
-        if ((rc = bc_drv.cuEventRecord(w->mark, w->side)) != CUDA_SUCCESS)
-            goto out;
-    } else {
-        *what = "cuEventRecord";
-        if ((rc = bc_drv.cuEventRecord(w->mark, w->stream)) != CUDA_SUCCESS)
-            goto out;
-        *what = "cuStreamWaitEvent";
-        if ((rc = bc_drv.cuStreamWaitEvent(w->side, w->mark, 0)) != CUDA_SUCCESS)
-            goto out;
-    }
+    *what = "cuEventRecord";
+    if ((rc = bc_drv.cuEventRecord(w->mark, on)) != CUDA_SUCCESS)
+        goto out;
     *what = "cuStreamAddCallback";
-    rc = bc_drv.cuStreamAddCallback(w->side, watch_done, w, 0);
+    rc = bc_drv.cuStreamAddCallback(on, watch_done, w, 0);
 out:
     if (entered == 1) {
         CUcontext popped;

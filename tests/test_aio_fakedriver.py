@@ -177,8 +177,9 @@ def test_awaits_wake_in_completion_order_1000_over_16_streams(fake_driver, spin)
 
 
 def test_each_await_has_a_callback_of_its_own(fake_driver):
-    """Each await's callback is queued on a side stream of its own, never on the
-    awaited stream: the second await's callback coming first wakes it first."""
+    """Each await has a callback of its own, an event's on a side stream that waits
+    for the event: the one that comes first wakes its await first, whatever the
+    order the awaits were made in."""
     out = run_case(fake_driver, """
     drv.set_await_spin(0)
     s = drv.Stream()
