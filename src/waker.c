@@ -2,11 +2,11 @@
 /* Waker: how an asyncio loop learns that the GPU is done (the Python half is
  * barecuda/_core/aio.py).
  *
- * watch(stream, token, keep, spin) records an event, the watch's mark, on the
- * stream and queues a stream callback after it; watch(event, ...) does the same on
- * a side stream of ours (pooled per context) that waits for the event, so that
- * awaits on events wake in the order the events complete and nothing is queued on
- * the user's streams.  cuStreamAddCallback is used, not cuLaunchHostFunc, because
+ * watch(stream, token, keep, spin) records an Event, the watch's mark, on the
+ * stream and queues a stream callback after it; watch(event, ...) takes the event
+ * as the mark and queues the callback on a side stream of ours (pooled per
+ * context) that waits for it, so that awaits on events wake in the order the
+ * events complete and nothing is queued on the user's streams.  cuStreamAddCallback is used, not cuLaunchHostFunc, because
  * it still runs (once, with the error) after a device fault, so a failed kernel
  * reaches every awaiting task.  On the driver's callback thread no Python runs and
  * no CUDA call is made: the callback moves its watch onto its Waker's done list
@@ -14,8 +14,8 @@
  * Waker's eventfd (a pipe where there is none), which the loop watches with
  * add_reader.  drain(), on the loop's thread, reads the fd and answers (token,
  * None or the exception) for each watch done, and only then lets go of what the
- * watch kept alive (the stream, the buffers of a copy), destroys its mark and
- * gives its side stream back to the pool.
+ * watch kept alive (the stream, the buffers of a copy, the mark) and gives its
+ * side stream back to the pool.
  *
  * The driver's callback thread is slow to wake, and so is a loop asleep in epoll:
  * on the H200 lent to us an await woken that way took a median 150 to 190 us,
@@ -34,8 +34,8 @@
  *
  * A stream closed or a context let go while watched cannot be counted on to call
  * back: their hooks (registered with stream.c and context.c) answer the watches
- * on them at once with a LogicError, and the context's hook destroys the marks and
- * side streams made in it; the callback that may still come later only lets go of
+ * on them at once with a LogicError, and the context's hook destroys the side
+ * streams made in it; the callback that may still come later only lets go of
  * what its watch kept.  A Waker closed (its loop gone) while watches are pending
  * stays in C until the last of them has called back; what they kept is then let
  * go of from a Python thread through Py_AddPendingCall. */
@@ -64,7 +64,7 @@ typedef struct wk_watch {
     CUcontext ctx;
     CUstream stream;               /* the watched stream (NULL for an event: none) */
     CUstream side;                 /* for an event: ours, waiting for it; NULL once given back */
-    CUevent mark;                  /* done with the watched work; NULL once destroyed */
+    PyObject *mark;                /* an Event, done with the watched work; let go of with keep */
     int64_t spin_until;            /* poll() asks about it until then (monotonic ns); 0: never */
     struct wk_watch *lprev, *lnext;/* the process's list of every watch, until freed */
     PyObject *keep;                /* let go of with the GIL, after the callback */
@@ -221,67 +221,61 @@ enter_ctx(CUcontext ctx)
     return bc_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS ? 1 : -1;
 }
 
-/* GIL held, lock not held.  In w's context: its mark, then its callback, on the
- * watched stream; for `event`, on a side stream from the pool after a wait for
- * the event.  CUDA_SUCCESS, or the failing call's result with *what naming it;
- * what was made stays on w for disarm(). */
-static CUresult
-arm(wk_watch *w, CUevent event, const char **what)
+/* GIL held, lock not held.  In w's context: for a stream, a new Event recorded
+ * on it as the mark, then the callback after it; for `event`, the event is the
+ * mark, and the callback goes on a side stream from the pool after a wait for it.
+ * 0, or -1 raised (what was made stays on w for disarm() and free_taken()). */
+static int
+arm(bc_State *st, wk_watch *w, PyObject *event)
 {
-    *what = "cuCtxPushCurrent";
     int entered = enter_ctx(w->ctx);
     if (entered < 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    CUresult rc;
+        return bc_error_raise(st, CUDA_ERROR_INVALID_CONTEXT, "cuCtxPushCurrent");
+    CUresult rc = CUDA_SUCCESS;
+    const char *what = NULL;
     CUstream on = w->stream;
     if (event != NULL) {
-        *what = "cuStreamCreate";
+        w->mark = Py_NewRef(event);
+        what = "cuStreamCreate";
         if ((rc = take_side(w->ctx, &w->side)) != CUDA_SUCCESS) {
             w->side = NULL;
             goto out;
         }
-        *what = "cuStreamWaitEvent";
-        if ((rc = bc_drv.cuStreamWaitEvent(w->side, event, 0)) != CUDA_SUCCESS)
+        what = "cuStreamWaitEvent";
+        if ((rc = bc_drv.cuStreamWaitEvent(w->side, ((bc_Event *)event)->handle, 0)) !=
+            CUDA_SUCCESS)
             goto out;
         on = w->side;
+    } else {
+        /* an Event made here is made in w's context, current now */
+        w->mark = PyObject_CallFunction(st->EventType, "i", (int)CU_EVENT_DISABLE_TIMING);
+        if (w->mark == NULL)
+            goto out;
+        what = "cuEventRecord";
+        if ((rc = bc_drv.cuEventRecord(((bc_Event *)w->mark)->handle, on)) != CUDA_SUCCESS)
+            goto out;
     }
-    *what = "cuEventCreate";
-    if ((rc = bc_drv.cuEventCreate(&w->mark, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
-        w->mark = NULL;
-        goto out;
-    }
-    *what = "cuEventRecord";
-    if ((rc = bc_drv.cuEventRecord(w->mark, on)) != CUDA_SUCCESS)
-        goto out;
-    *what = "cuStreamAddCallback";
+    what = "cuStreamAddCallback";
     rc = bc_drv.cuStreamAddCallback(on, watch_done, w, 0);
 out:
     if (entered == 1) {
         CUcontext popped;
         bc_drv.cuCtxPopCurrent(&popped);
     }
-    return rc;
-}
-
-/* Lock held, not on the callback thread: poll() asks no more about w, and its
- * mark is destroyed (a stream that waits for it already is not disturbed). */
-static void
-drop_mark(wk_watch *w)
-{
-    stop_spinning(w);
-    if (w->mark != NULL && !bc_forked_child)
-        bc_drv.cuEventDestroy(w->mark);
-    w->mark = NULL;
+    if (rc != CUDA_SUCCESS)
+        return bc_error_raise(st, rc, what);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* Lock held, not on the callback thread, w's callback queued no more (it came,
- * or was never queued) unless `destroy`: drop its mark and give its side stream
- * back to the pool, or destroy it when `destroy` (its context is going; the
- * driver lets go of it once the work queued on it is done). */
+ * or was never queued) unless `destroy`: poll() asks no more about it, and its
+ * side stream goes back to the pool, or is destroyed when `destroy` (its context
+ * is going; the driver lets go of it once the work queued on it is done).  Its
+ * mark is let go of with what it keeps, without the lock. */
 static void
 disarm(wk_watch *w, int destroy)
 {
-    drop_mark(w);
+    stop_spinning(w);
     if (w->side == NULL)
         return;
     wk_side *idle = destroy || bc_forked_child ? NULL : PyMem_RawMalloc(sizeof *idle);
@@ -339,6 +333,7 @@ free_taken(wk_watch *done, wk_answer *answers)
         wk_watch *w = done;
         done = w->done_next;
         Py_XDECREF(w->keep);
+        Py_XDECREF(w->mark);
         PyMem_RawFree(w);
         n++;
     }
@@ -401,7 +396,7 @@ answer_pending(int (*match)(wk_watch *, void *), void *arg, int why)
         a->next = w->core->answers;
         w->core->answers = a;
         w->answered = 1;
-        drop_mark(w);
+        stop_spinning(w);
         signal_core(w->core);
     }
     pthread_mutex_unlock(&wk_lock);
@@ -507,8 +502,8 @@ PyDoc_STRVAR(watch_doc,
 "Answer `token` from drain() once the work queued so far on `target` (a Stream,\n"
 "None for the legacy default stream, a handle or an object with __cuda_stream__)\n"
 "or the work before an Event's last record is done; `keep` stays alive until the\n"
-"GPU is past that work.  For its first `spin` seconds poll() asks about it too.\n"
-"Returns whether it will.");
+"GPU is past that work.  For its first `spin` seconds poll() asks about it too;\n"
+"it then returns the mark (the Event that poll() queries), else None.");
 
 static int watched_stream_context(bc_State *st, CUstream handle, CUcontext *ctx);
 
@@ -578,10 +573,9 @@ waker_watch(bc_Waker *self, PyObject *args, PyObject *kwargs)
     wk_live_watches++;
     pthread_mutex_unlock(&wk_lock);
 
-    const char *what;
-    CUresult rc = arm(w, event != NULL ? event->handle : NULL, &what);
+    int rc = arm(st, w, (PyObject *)event);
     pthread_mutex_lock(&wk_lock);
-    if (rc != CUDA_SUCCESS) {
+    if (rc < 0) {
         /* no callback was queued: nothing else knows of w */
         w->prev->next = w->next;
         w->next->prev = w->prev;
@@ -592,17 +586,19 @@ waker_watch(bc_Waker *self, PyObject *args, PyObject *kwargs)
         core_decref(c, 1);
         pthread_mutex_unlock(&wk_lock);
         Py_DECREF(w->keep);
+        Py_XDECREF(w->mark);
         PyMem_RawFree(w);
-        return bc_error_raise(st, rc, what), NULL;
+        return NULL;
     }
     /* (its callback may have come already: then it is no longer pending) */
     if (spin > 0.0 && w->prev != NULL) {
         w->spin_until = bc_monotonic_ns() + (int64_t)(spin * 1e9) + 1;
         c->spinning++;
     }
-    int asked = w->spin_until != 0;
+    PyObject *mark = w->spin_until != 0 ? w->mark : Py_None;
+    Py_INCREF(mark);   /* (w is not freed before this thread drains: the GIL is held) */
     pthread_mutex_unlock(&wk_lock);
-    return PyBool_FromLong(asked);
+    return mark;
 }
 
 /* The context of a stream to watch, into *ctx; refused while it captures a graph
@@ -730,7 +726,8 @@ waker_poll(bc_Waker *self, PyObject *Py_UNUSED(ignored))
         }
         /* Busy: ask again next time.  An error: the callback brings it.  (The
          * mark is destroyed later, with the watch: that takes microseconds.) */
-        CUresult rc = bc_drv.cuEventQuery(w->mark);
+        CUevent mark = ((bc_Event *)w->mark)->handle;   /* NULL: closed by its owner */
+        CUresult rc = mark != NULL ? bc_drv.cuEventQuery(mark) : CUDA_ERROR_INVALID_HANDLE;
         if (rc == CUDA_ERROR_NOT_READY)
             continue;
         stop_spinning(w);

@@ -98,6 +98,7 @@ def run_case(lib, code):
 
 def test_stream_and_event_awaits_complete_when_their_callback_comes(fake_driver):
     out = run_case(fake_driver, """
+    drv.set_await_spin(0)                          # no event queries: callbacks only
     s = drv.Stream()
     async def main():
         fut = s.done()

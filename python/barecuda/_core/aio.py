@@ -108,9 +108,10 @@ class _LoopWaker:
             raise RuntimeError("the event loop of this waker is gone")
         fut = _future_type()(loop=loop)
         token = next(_tokens)
-        asked = self._waker.watch(target, token, (target, keep), _spin)
+        mark = self._waker.watch(target, token, (target, keep), _spin)
         self._pending[token] = (weakref.ref(fut), result)
-        if asked:
+        if mark is not None:
+            fut._mark, fut._gpu_result = mark, result
             fut._spin_until = loop.time() + _spin
             if not self._spinning:
                 self._spinning = True
@@ -157,18 +158,26 @@ def _future_type() -> Any:
     import asyncio
 
     class GPUFuture(asyncio.Future):  # type: ignore[type-arg]
-        """A future of GPU work.  Awaited directly (``await stream``), it looks at
-        itself on each pass of the loop while its spin window lasts, instead of
-        being woken through a done-callback: the _poll that answers it and the
-        task that awaits it then run in the same pass, a pass sooner.  Awaited in
-        other ways (``gather``, ``wait_for``) it is an ordinary future."""
+        """A future of GPU work.  Awaited directly (``await stream``), it asks its
+        mark itself on each pass of the loop while its spin window lasts and, the
+        work done, returns in that pass: no done-callback, no pass of the loop's
+        _poll in between.  Awaited in other ways (``gather``) it is an ordinary
+        future, answered by _poll or the driver's callback."""
 
         _spin_until = 0.0
+        _mark: Any = None
+        _gpu_result: Any = None
 
         def __await__(self) -> Any:
             loop = self.get_loop()
             try:
                 while not self.done() and loop.time() < self._spin_until:
+                    try:
+                        if self._mark.query():
+                            self.set_result(self._gpu_result)
+                            break
+                    except Exception:  # a fault, or the event closed: the callback tells
+                        break
                     yield       # a bare yield: the task runs again on the next pass
             except BaseException:   # the task was cancelled meanwhile: so is the future
                 self.cancel()
