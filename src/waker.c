@@ -58,12 +58,19 @@ enum { WK_STREAM_CLOSED = 1, WK_CONTEXT_GONE = 2 };
 
 typedef struct wk_core wk_core;
 
+/* A side stream of ours: in the pool, or a watch's. */
+typedef struct wk_side {
+    CUcontext ctx;
+    CUstream stream;
+    struct wk_side *next;
+} wk_side;
+
 typedef struct wk_watch {
     wk_core *core;
     unsigned long long token;
     CUcontext ctx;
     CUstream stream;               /* the watched stream (NULL for an event: none) */
-    CUstream side;                 /* for an event: ours, waiting for it; NULL once given back */
+    struct wk_side *side;          /* for an event: ours, waiting for it; NULL once given back */
     PyObject *mark;                /* an Event, done with the watched work; let go of with keep */
     int64_t spin_until;            /* poll() asks about it until then (monotonic ns); 0: never */
     struct wk_watch *lprev, *lnext;/* the process's list of every watch, until freed */
@@ -93,17 +100,15 @@ struct wk_core {
 };
 
 /* One lock for every core and the pending list: the callback thread takes it
- * without the GIL, and nothing that needs the GIL is done while holding it. */
+ * without the GIL, and nothing that needs the GIL is done while holding it; nor
+ * any CUDA call (the driver's callback thread, blocked on this lock in a
+ * callback, may hold what such a call waits for). */
 static pthread_mutex_t wk_lock = PTHREAD_MUTEX_INITIALIZER;
 static wk_watch wk_pending = {.prev = &wk_pending, .next = &wk_pending};
 static wk_watch wk_live = {.lprev = &wk_live, .lnext = &wk_live};
 
-/* Side streams not in use, each with its context. */
-typedef struct wk_side {
-    CUcontext ctx;
-    CUstream stream;
-    struct wk_side *next;
-} wk_side;
+/* Side streams not in use, each with its context (a node goes with its stream:
+ * given back to the pool, nothing is allocated). */
 static wk_side *wk_idle_sides;
 static Py_ssize_t wk_live_cores, wk_live_watches;
 
@@ -190,9 +195,10 @@ stop_spinning(wk_watch *w)
 
 static void CUDA_CB watch_done(CUstream hstream, CUresult status, void *data);
 
-/* A side stream of ctx (current): one from the pool, or a new one. */
-static CUresult
-take_side(CUcontext ctx, CUstream *out)
+/* Lock not held.  A side stream of ctx (current): one from the pool, or a new
+ * one; NULL with *rc set when none can be had. */
+static wk_side *
+take_side(CUcontext ctx, CUresult *rc)
 {
     pthread_mutex_lock(&wk_lock);
     wk_side **p = &wk_idle_sides;
@@ -202,11 +208,32 @@ take_side(CUcontext ctx, CUstream *out)
     if (found != NULL)
         *p = found->next;
     pthread_mutex_unlock(&wk_lock);
-    if (found == NULL)
-        return bc_drv.cuStreamCreate(out, CU_STREAM_NON_BLOCKING);
-    *out = found->stream;
-    PyMem_RawFree(found);
-    return CUDA_SUCCESS;
+    *rc = CUDA_SUCCESS;
+    if (found != NULL)
+        return found;
+    if ((found = PyMem_RawMalloc(sizeof *found)) == NULL) {
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    found->ctx = ctx;
+    if ((*rc = bc_drv.cuStreamCreate(&found->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+        PyMem_RawFree(found);
+        return NULL;
+    }
+    return found;
+}
+
+/* Lock not held: destroy a list of side streams and their nodes. */
+static void
+destroy_sides(wk_side *doomed)
+{
+    while (doomed != NULL) {
+        wk_side *next = doomed->next;
+        if (!bc_forked_child)
+            bc_drv.cuStreamDestroy(doomed->stream);
+        PyMem_RawFree(doomed);
+        doomed = next;
+    }
 }
 
 /* Make ctx current for a few calls if it is not: 1 pushed, 0 it was, -1 failed. */
@@ -237,15 +264,12 @@ arm(bc_State *st, wk_watch *w, PyObject *event)
     if (event != NULL) {
         w->mark = Py_NewRef(event);
         what = "cuStreamCreate";
-        if ((rc = take_side(w->ctx, &w->side)) != CUDA_SUCCESS) {
-            w->side = NULL;
+        if ((w->side = take_side(w->ctx, &rc)) == NULL)
             goto out;
-        }
+        on = w->side->stream;
         what = "cuStreamWaitEvent";
-        if ((rc = bc_drv.cuStreamWaitEvent(w->side, ((bc_Event *)event)->handle, 0)) !=
-            CUDA_SUCCESS)
+        if ((rc = bc_drv.cuStreamWaitEvent(on, ((bc_Event *)event)->handle, 0)) != CUDA_SUCCESS)
             goto out;
-        on = w->side;
     } else {
         /* an Event made here is made in w's context, current now */
         w->mark = PyObject_CallFunction(st->EventType, "i", (int)CU_EVENT_DISABLE_TIMING);
@@ -267,26 +291,22 @@ out:
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* Lock held, not on the callback thread, w's callback queued no more (it came,
- * or was never queued) unless `destroy`: poll() asks no more about it, and its
- * side stream goes back to the pool, or is destroyed when `destroy` (its context
- * is going; the driver lets go of it once the work queued on it is done).  Its
- * mark is let go of with what it keeps, without the lock. */
+/* Lock held, w's callback queued no more (it came, or was never queued) unless
+ * `doomed`: poll() asks no more about w, and its side stream goes back to the
+ * pool, or onto *doomed when given (its context is going: the caller destroys
+ * them after the lock; the driver lets go of one once the work on it is done).
+ * Its mark is let go of with what it keeps, without the lock. */
 static void
-disarm(wk_watch *w, int destroy)
+disarm(wk_watch *w, wk_side **doomed)
 {
     stop_spinning(w);
-    if (w->side == NULL)
+    wk_side *side = w->side;
+    if (side == NULL)
         return;
-    wk_side *idle = destroy || bc_forked_child ? NULL : PyMem_RawMalloc(sizeof *idle);
-    if (idle != NULL) {
-        idle->ctx = w->ctx;
-        idle->stream = w->side;
-        idle->next = wk_idle_sides;
-        wk_idle_sides = idle;
-    } else if (!bc_forked_child)
-        bc_drv.cuStreamDestroy(w->side);
     w->side = NULL;
+    wk_side **list = doomed != NULL ? doomed : &wk_idle_sides;
+    side->next = *list;
+    *list = side;
 }
 
 /* ------------------------------------------------------- the callback side */
@@ -324,7 +344,7 @@ free_taken(wk_watch *done, wk_answer *answers)
     Py_ssize_t n = 0;
     pthread_mutex_lock(&wk_lock);
     for (wk_watch *w = done; w != NULL; w = w->done_next) {
-        disarm(w, 0);
+        disarm(w, NULL);
         w->lprev->lnext = w->lnext;
         w->lnext->lprev = w->lprev;
     }
@@ -428,11 +448,11 @@ static void
 on_context_going(bc_Context *ctx, int Py_UNUSED(arg))
 {
     answer_pending(match_context, (void *)ctx->handle, WK_CONTEXT_GONE);
-    int entered = bc_context_enter(ctx);
+    wk_side *doomed = NULL;
     pthread_mutex_lock(&wk_lock);
     for (wk_watch *w = wk_live.lnext; w != &wk_live; w = w->lnext)
         if (w->ctx == ctx->handle)
-            disarm(w, 1);
+            disarm(w, &doomed);
     for (wk_side **p = &wk_idle_sides; *p != NULL;) {
         wk_side *idle = *p;
         if (idle->ctx != ctx->handle) {
@@ -440,11 +460,12 @@ on_context_going(bc_Context *ctx, int Py_UNUSED(arg))
             continue;
         }
         *p = idle->next;
-        if (!bc_forked_child)
-            bc_drv.cuStreamDestroy(idle->stream);
-        PyMem_RawFree(idle);
+        idle->next = doomed;
+        doomed = idle;
     }
     pthread_mutex_unlock(&wk_lock);
+    int entered = bc_context_enter(ctx);
+    destroy_sides(doomed);
     bc_context_leave(entered);
 }
 
@@ -582,7 +603,7 @@ waker_watch(bc_Waker *self, PyObject *args, PyObject *kwargs)
         w->lprev->lnext = w->lnext;
         w->lnext->lprev = w->lprev;
         c->pending--;
-        disarm(w, 0);
+        disarm(w, NULL);
         core_decref(c, 1);
         pthread_mutex_unlock(&wk_lock);
         Py_DECREF(w->keep);
@@ -709,38 +730,56 @@ waker_poll(bc_Waker *self, PyObject *Py_UNUSED(ignored))
     wk_core *c = waker_core(st, self, "poll()");
     if (c == NULL)
         return NULL;
-    /* The tokens are gathered in C under the lock and made into Python objects
-     * after it: an allocation may run the garbage collector, and so any Python. */
+    /* Three steps: under the lock, the marks to ask (their handles); without it,
+     * the queries (no CUDA call is made under the lock: see wk_lock); under it
+     * again, the answers, for the watches still asked about (the callback may
+     * have come meanwhile: then it answers).  The watches are not freed in
+     * between: only a thread holding the GIL frees them.  The tokens become
+     * Python objects after the lock: an allocation may run the garbage
+     * collector, and so any Python. */
+    typedef struct { wk_watch *w; CUevent mark; CUresult rc; } asked;
+    asked *ask = NULL;
     unsigned long long *idle = NULL;
-    Py_ssize_t n_idle = 0, spinning;
+    Py_ssize_t n_ask = 0, n_idle = 0, spinning;
     int64_t now = bc_monotonic_ns();
     pthread_mutex_lock(&wk_lock);
-    if (c->spinning > 0)
-        idle = PyMem_RawMalloc((size_t)c->spinning * sizeof *idle);
-    for (wk_watch *w = wk_pending.next; idle != NULL && w != &wk_pending; w = w->next) {
+    Py_ssize_t cap = c->spinning;
+    if (cap > 0) {
+        ask = PyMem_RawMalloc((size_t)cap * sizeof *ask);
+        idle = PyMem_RawMalloc((size_t)cap * sizeof *idle);
+    }
+    int no_memory = cap > 0 && (ask == NULL || idle == NULL);
+    for (wk_watch *w = wk_pending.next; !no_memory && w != &wk_pending; w = w->next) {
         if (w->core != c || w->spin_until == 0)
             continue;
-        if (now > w->spin_until) {
-            stop_spinning(w);
-            continue;
-        }
-        /* Busy: ask again next time.  An error: the callback brings it.  (The
-         * mark is destroyed later, with the watch: that takes microseconds.) */
         CUevent mark = ((bc_Event *)w->mark)->handle;   /* NULL: closed by its owner */
-        CUresult rc = mark != NULL ? bc_drv.cuEventQuery(mark) : CUDA_ERROR_INVALID_HANDLE;
-        if (rc == CUDA_ERROR_NOT_READY)
+        if (now > w->spin_until || mark == NULL)
+            stop_spinning(w);   /* the callback answers it */
+        else
+            ask[n_ask++] = (asked){w, mark, CUDA_ERROR_NOT_READY};
+    }
+    pthread_mutex_unlock(&wk_lock);
+    for (Py_ssize_t i = 0; i < n_ask; i++)
+        ask[i].rc = bc_drv.cuEventQuery(ask[i].mark);
+    pthread_mutex_lock(&wk_lock);
+    for (Py_ssize_t i = 0; i < n_ask; i++) {
+        wk_watch *w = ask[i].w;
+        /* busy: ask again next time; an error: the callback brings it */
+        if (ask[i].rc == CUDA_ERROR_NOT_READY || w->spin_until == 0)
             continue;
         stop_spinning(w);
-        if (rc == CUDA_SUCCESS) {
+        if (ask[i].rc == CUDA_SUCCESS && !w->answered) {
             w->answered = 1;
             idle[n_idle++] = w->token;
         }
     }
     spinning = c->spinning;
-    int no_memory = c->spinning > 0 && idle == NULL;
     pthread_mutex_unlock(&wk_lock);
-    if (no_memory)
+    PyMem_RawFree(ask);
+    if (no_memory) {
+        PyMem_RawFree(idle);
         return PyErr_NoMemory();
+    }
 
     PyObject *tokens = PyList_New(n_idle);
     for (Py_ssize_t i = 0; tokens != NULL && i < n_idle; i++) {
