@@ -394,6 +394,7 @@ def test_an_await_in_its_spin_window_wakes_before_the_late_callback(fake_driver)
         f2 = drv.Event().record(s).done()
         fire()                                      # the late callbacks: harmless
         await asyncio.wait_for(f2, 5)
+        await asyncio.sleep(0.01)                   # the loop drains the callbacks
         assert stats()[1] == 0
     asyncio.run(main())
     finish()
