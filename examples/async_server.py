@@ -3,8 +3,8 @@
 
 Teaches: ``await stream`` suspends one request until the GPU has finished the
 work queued on its stream, while the event loop goes on serving the others; no
-thread sits in ``synchronize()`` and nothing polls (the driver's stream callback
-wakes the loop).  Each request takes a stream from a pool (an asyncio.Queue), with
+thread sits in ``synchronize()`` (for the first 2 ms the loop asks the await's event
+on each of its passes, then the driver's stream callback wakes it).  Each request takes a stream from a pool (an asyncio.Queue), with
 its own page-locked host buffer and device buffer, so requests on different
 streams overlap on the GPU: one is copied in while another's kernel runs.
 A request is a float32 array after its byte count (4 bytes, little-endian); the

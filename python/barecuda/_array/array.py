@@ -369,8 +369,8 @@ class GPUArray(_cdrv._ArrayBase):
         Queues the copy on `stream` now (into `ary`, or a new page-locked array, so
         that it is truly asynchronous) and returns an asyncio future of the running
         loop whose result is the host array once the copy is done:
-        ``host = await a.aget(stream=s)``.  The loop is woken by the stream (no thread
-        waits, nothing polls); cancelling the future leaves the copy running, and this
+        ``host = await a.aget(stream=s)``.  The loop is woken as for ``await stream``
+        (no thread of ours waits: see driver.set_await_spin); cancelling the future leaves the copy running, and this
         array and the host array alive until it is done.  RuntimeError outside a
         running event loop; `ary` is checked as get_async checks it.
         """
