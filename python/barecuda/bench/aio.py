@@ -11,7 +11,9 @@ same run:
   ``await stream`` with no spin window (``set_await_spin(0)``: woken by the
   driver's stream callback alone), ``await loop.run_in_executor(None,
   stream.synchronize)`` and polling ``stream.is_done()`` with ``await
-  asyncio.sleep(50e-6)`` between polls.  The ways take turns trial by trial.  A
+  asyncio.sleep(50e-6)`` between polls; and, for scale, one pass of the event loop
+  (``await asyncio.sleep(0)``, no GPU involved), the resolution of any way of
+  waiting that runs in the loop.  The ways take turns trial by trial.  A
   trial: a one-thread kernel writes "started" into a word of page-locked host
   memory mapped into the device, then spins on a second such word (volatile reads,
   bounded by ``%globaltimer`` so a lost write cannot hang the GPU); the waiter is
@@ -115,6 +117,7 @@ WAKE = [
     ("await_cb", "await stream, no spin window"),
     ("executor", "await run_in_executor(synchronize)"),
     ("poll", "poll is_done(), sleep 50 us"),
+    ("pass", "one pass of the event loop (await asyncio.sleep(0)), no GPU"),
 ]
 # (key, label) of the waits in the CPU part.
 CPU = [
@@ -260,9 +263,15 @@ async def _wake_poll(p: _Probe) -> int:
     return time.perf_counter_ns() - t0
 
 
+async def _one_pass(p: _Probe) -> int:
+    t0 = time.perf_counter_ns()
+    await asyncio.sleep(0)
+    return time.perf_counter_ns() - t0
+
+
 _WAITERS: dict[str, Callable[[_Probe], Awaitable[int]]] = {
     "sync": _wake_sync, "await": _wake_await, "await_cb": _wake_await_callback,
-    "executor": _wake_executor, "poll": _wake_poll}
+    "executor": _wake_executor, "poll": _wake_poll, "pass": _one_pass}
 
 
 async def _wake_up_rows(drv: Any, module: Any, stream: Any) -> list[dict[str, Any]]:
@@ -300,6 +309,9 @@ async def _wake_up_rows(drv: Any, module: Any, stream: Any) -> list[dict[str, An
                     "the cost the spin window saves")
         elif key == "poll":
             note = "epoll's timeout has millisecond resolution"
+        elif key == "pass":
+            note = (f"the loop's own resolution: await stream = synchronize + "
+                    f"{(med['await'] - med['sync']) / med['pass']:.1f} passes")
         rows.append(row(_wake_name(label, "median"), med[key], "us", med[key] / med["sync"],
                         f"synchronize {med['sync']:.1f} us", note))
         rows.append(row(_wake_name(label, "p99"), p99[key], "us", p99[key] / p99["sync"],
