@@ -6,9 +6,10 @@
  * stream and queues a stream callback after it; watch(event, ...) takes the event
  * as the mark and queues the callback on a side stream of ours (pooled per
  * context) that waits for it, so that awaits on events wake in the order the
- * events complete and nothing is queued on the user's streams.  cuStreamAddCallback is used, not cuLaunchHostFunc, because
- * it still runs (once, with the error) after a device fault, so a failed kernel
- * reaches every awaiting task.  On the driver's callback thread no Python runs and
+ * events complete and nothing is queued on the user's streams.
+ * cuStreamAddCallback is used, not cuLaunchHostFunc, because it still runs (once,
+ * with the error) after a device fault, so a failed kernel reaches every awaiting
+ * task.  On the driver's callback thread no Python runs and
  * no CUDA call is made: the callback moves its watch onto its Waker's done list
  * under one process-wide mutex and, when nothing was signalled yet, writes the
  * Waker's eventfd (a pipe where there is none), which the loop watches with
@@ -23,7 +24,9 @@
  * spin window: for its first `spin` seconds the loop, while it has such watches,
  * does not sleep but calls poll() on each of its iterations, which asks their
  * marks (cuEventQuery) and answers at once those that are done; the callback,
- * when it comes, then only lets go of what they kept.  A mark says when the
+ * when it comes, then only lets go of what they kept.  watch() returns the mark,
+ * so that a task awaiting it directly can ask it too and resume in the same pass
+ * (aio.py's GPUFuture).  A mark says when the
  * watched work is done, not the work queued after it, so awaits on several
  * streams wake in the order their work completes (to within one pass of the loop).
  * A watch still busy when its window ends, or whose mark reports an error, is left
