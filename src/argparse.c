@@ -17,18 +17,29 @@ require_int(PyObject *arg, const char *what)
     return -1;
 }
 
-int
-bc_arg_long(PyObject *arg, const char *what, long long lo, long long hi, long long *out)
+/* arg (an int, or an object with __index__ that is no bool or float) as a long
+ * long into *v, with *overflow the sign of a value past its range.  0, or -1
+ * with TypeError naming `what`. */
+static int
+as_long_long(PyObject *arg, const char *what, long long *v, int *overflow)
 {
     if (require_int(arg, what) < 0)
         return -1;
     PyObject *num = PyNumber_Index(arg);
     if (num == NULL)
         return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+    *overflow = 0;
+    *v = PyLong_AsLongLongAndOverflow(num, overflow);
     Py_DECREF(num);
-    if (v == -1 && PyErr_Occurred())
+    return *v == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+int
+bc_arg_long(PyObject *arg, const char *what, long long lo, long long hi, long long *out)
+{
+    long long v;
+    int overflow;
+    if (as_long_long(arg, what, &v, &overflow) < 0)
         return -1;
     if (overflow || v < lo || v > hi) {
         PyErr_Format(PyExc_ValueError, "%s must be in [%lld, %lld], got %R", what, lo, hi, arg);
@@ -41,15 +52,9 @@ bc_arg_long(PyObject *arg, const char *what, long long lo, long long hi, long lo
 int
 bc_arg_size(PyObject *arg, const char *what, size_t *out)
 {
-    if (require_int(arg, what) < 0)
-        return -1;
-    PyObject *num = PyNumber_Index(arg);
-    if (num == NULL)
-        return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-    Py_DECREF(num);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (as_long_long(arg, what, &v, &overflow) < 0)
         return -1;
     if (overflow < 0 || (!overflow && v < 0)) {
         PyErr_Format(PyExc_ValueError, "%s must not be negative, got %R", what, arg);
