@@ -431,13 +431,19 @@ bc_context_check_alive(bc_State *st, bc_Context *ctx, const char *what)
 int
 bc_context_enter(bc_Context *ctx)
 {
+    return ctx->let_go ? -1 : bc_context_enter_handle(ctx->handle);
+}
+
+int
+bc_context_enter_handle(CUcontext handle)
+{
     CUcontext cur = NULL;
     /* In a forked child the parent's handles mean nothing: release nothing. */
-    if (ctx->let_go || bc_forked_child || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+    if (bc_forked_child || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
         return -1;
-    if (cur == ctx->handle)
+    if (cur == handle)
         return 0;
-    return bc_drv.cuCtxPushCurrent(ctx->handle) == CUDA_SUCCESS ? 1 : -1;
+    return bc_drv.cuCtxPushCurrent(handle) == CUDA_SUCCESS ? 1 : -1;
 }
 
 void

@@ -239,18 +239,6 @@ destroy_sides(wk_side *doomed)
     }
 }
 
-/* Make ctx current for a few calls if it is not: 1 pushed, 0 it was, -1 failed. */
-static int
-enter_ctx(CUcontext ctx)
-{
-    CUcontext cur = NULL;
-    if (bc_forked_child || bc_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
-        return -1;
-    if (cur == ctx)
-        return 0;
-    return bc_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS ? 1 : -1;
-}
-
 /* GIL held, lock not held.  In w's context: for a stream, a new Event recorded
  * on it as the mark, then the callback after it; for `event`, the event is the
  * mark, and the callback goes on a side stream from the pool after a wait for it.
@@ -258,7 +246,7 @@ enter_ctx(CUcontext ctx)
 static int
 arm(bc_State *st, wk_watch *w, PyObject *event)
 {
-    int entered = enter_ctx(w->ctx);
+    int entered = bc_context_enter_handle(w->ctx);
     if (entered < 0)
         return bc_error_raise(st, CUDA_ERROR_INVALID_CONTEXT, "cuCtxPushCurrent");
     CUresult rc = CUDA_SUCCESS;
@@ -285,10 +273,7 @@ arm(bc_State *st, wk_watch *w, PyObject *event)
     what = "cuStreamAddCallback";
     rc = bc_drv.cuStreamAddCallback(on, watch_done, w, 0);
 out:
-    if (entered == 1) {
-        CUcontext popped;
-        bc_drv.cuCtxPopCurrent(&popped);
-    }
+    bc_context_leave(entered);
     if (rc != CUDA_SUCCESS)
         return bc_error_raise(st, rc, what);
     return PyErr_Occurred() ? -1 : 0;

@@ -116,6 +116,9 @@ void bc_context_set_array_pool_getter(bc_context_getter fn);
  * Pair every 1 with bc_context_leave. */
 int bc_context_enter(bc_Context *ctx);
 void bc_context_leave(int entered);
+/* The same for a bare handle (a context known only from the driver, e.g. by
+ * cuStreamGetCtx), which cannot be checked for having been let go of. */
+int bc_context_enter_handle(CUcontext handle);
 
 /* Device object (new reference) for an ordinal.  Inline, so that a Context
  * names its Device without calling src/device.c, which sits above it. */

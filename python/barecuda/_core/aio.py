@@ -11,13 +11,15 @@ callback was given, or LogicError when the stream was closed or its context
 detached first.
 
 Waking that way costs what the driver's callback thread and the loop's epoll take
-to wake (190 us a median on the lent H200, against 8.5 us for a spinning
-``synchronize()``).  So for its first ``spin`` seconds (:func:`set_spin`; 2 ms by
-default) an await is also asked about from the loop itself: while any await is in
-its window the loop does not sleep, and on each of its iterations ``_Waker.poll()``
-asks the driver (``cuEventQuery`` on each await's mark, no system call) whether
-the awaited work is done.  A wait longer than the window costs the loop that window's CPU once
-(0.2% of a core over a 1 s kernel) and then nothing until the fd wakes it.
+to wake (150 to 190 us a median on the lent H200, against 5 to 9 us for a
+spinning ``synchronize()``).  So for its first ``spin`` seconds (:func:`set_spin`;
+2 ms by default) an await is also asked about from the loop itself: while any
+await is in its window the loop does not sleep, and on each of its iterations
+``_Waker.poll()`` asks the driver (``cuEventQuery`` on each await's mark, no
+system call) whether the awaited work is done; a task awaiting a future directly
+asks its own mark and resumes in that pass (:class:`GPUFuture`, below).  A wait
+longer than the window costs the loop that window's CPU once (0.3% of a core over
+a 1 s kernel) and then nothing until the fd wakes it.
 
 What users rely on, and where it is kept:
 - Cancelling an await (``asyncio.wait_for``'s timeout, a cancelled task) only
@@ -27,8 +29,10 @@ What users rely on, and where it is kept:
   the registry holds loops weakly, so the loop, its table and the Waker go; the
   Waker's fd is closed, and the watches still pending let go of what they kept when
   the GPU is past them (src/waker.c).
-- Each await has a side stream of its own (src/waker.c): the callback never holds
-  back the awaited stream, and awaits wake in the order their work completes.
+- Awaits wake in the order their work completes (to within one pass of the loop):
+  each has a mark of its own, and an event's await its callback on a side stream
+  (src/waker.c).  A stream's await puts its callback on the stream: work queued
+  there next starts once the driver has run it.
 
 This module imports asyncio on first use only (``import barecuda`` stays cheap).
 """
