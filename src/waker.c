@@ -21,19 +21,22 @@
  * The driver's callback thread is slow to wake, and so is a loop asleep in epoll:
  * on the H200 lent to us an await woken that way took a median 150 to 190 us,
  * against 5 to 9 for a spinning synchronize().  So a watch may also be given a
- * spin window: for its first `spin` seconds the loop, while it has such watches,
- * does not sleep but calls poll() on each of its iterations, which asks their
- * marks (cuEventQuery) and answers at once those that are done; the callback,
- * when it comes, then only lets go of what they kept.  watch() returns the mark,
- * so that a task awaiting it directly can ask it too and resume in the same pass
- * (aio.py's GPUFuture).  A mark says when the
+ * spin window: for its first `spin` seconds it may be asked about from the loop.
+ * watch() then returns the mark, which a task awaiting it directly asks with ask()
+ * each time it runs (aio.py's GPUFuture); poll(), which the loop calls on each of
+ * its passes while futures awaited in other ways are in their window, asks the
+ * marks of every watch in its window and answers at once those that are done
+ * (the callback, when it comes, then only lets go of what they kept).  Both ask
+ * once, or, given a budget (the loop has nothing else to run), again and again in
+ * C for up to that budget, looking every 2 us at the loop's selector fd and giving
+ * the loop back as soon as it has something to read.  A mark says when the
  * watched work is done, not the work queued after it, so awaits on several
  * streams wake in the order their work completes (to within one pass of the loop).
  * A watch still busy when its window ends, or whose mark reports an error, is left
- * to its callback (which brings the error).  A watch answered by poll() still has
- * its callback queued on the stream: work queued there next starts once the
- * driver has run it (the price of the callback on the stream; an event's watch
- * puts it on a side stream).
+ * to its callback (which brings the error).  A watch answered before its callback
+ * still has that callback queued on the stream: work queued there next starts
+ * once the driver has run it (the price of the callback on the stream; an event's
+ * watch puts it on a side stream).
  *
  * A stream closed or a context let go while watched cannot be counted on to call
  * back: their hooks (registered with stream.c and context.c) answer the watches
@@ -50,6 +53,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -705,16 +709,114 @@ waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
     return out;
 }
 
-PyDoc_STRVAR(poll_doc,
-"poll($self)\n--\n\n"
-"Ask the GPU about the watches still in their spin window: ([token, ...] of those\n"
-"whose work is done, answered now and not again by drain(); how many are still\n"
-"in their window).  An event query each: no system call.");
+/* How often a held ask (below) looks at the loop's fd: at this cadence a loop held
+ * for the GPU still sees its sockets, timers' wake-ups and call_soon_threadsafe. */
+#define WK_FD_EVERY_NS 2000
+
+/* GIL held, lock not held.  Ask n events (cuEventQuery) until one of them is busy
+ * no more: its index, with its answer in rc[i] (the ones before it answered
+ * NOT_READY in that round).  Every one is asked once; then, for up to budget_ns,
+ * again and again, unless `fd` (the loop's selector, -1 for none) has something
+ * to read, looked at every WK_FD_EVERY_NS: -1 when none answered.  The GIL stays
+ * held (no other thread can close an event or a context meanwhile): the caller
+ * keeps budget_ns short. */
+static Py_ssize_t
+ask_marks(const CUevent *marks, CUresult *rc, Py_ssize_t n, int64_t budget_ns, int fd)
+{
+    int64_t start = budget_ns > 0 ? bc_monotonic_ns() : 0;
+    int64_t look_at_fd = start + WK_FD_EVERY_NS;
+    for (;;) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            if ((rc[i] = bc_drv.cuEventQuery(marks[i])) != CUDA_ERROR_NOT_READY)
+                return i;
+        if (budget_ns <= 0)
+            return -1;
+        int64_t now = bc_monotonic_ns();
+        if (now - start >= budget_ns)
+            return -1;
+        if (fd >= 0 && now >= look_at_fd) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, 0) != 0)   /* readable, or an error: the loop looks */
+                return -1;
+            look_at_fd = now + WK_FD_EVERY_NS;
+        }
+    }
+}
+
+/* A held ask's budget (seconds, 0 to 1) and the fd to look at, from Python. */
+static int
+hold_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t first, const char *fn,
+          int64_t *budget_ns, int *fd)
+{
+    *budget_ns = 0;
+    *fd = -1;
+    if (nargs > first) {
+        double budget = PyFloat_AsDouble(args[first]);
+        if (budget == -1.0 && PyErr_Occurred())
+            return -1;
+        if (!(budget >= 0.0 && budget <= 1.0)) {
+            PyErr_Format(PyExc_ValueError, "%s: budget must be from 0 to 1 s, not %R", fn,
+                         args[first]);
+            return -1;
+        }
+        *budget_ns = (int64_t)(budget * 1e9);
+    }
+    if (nargs > first + 1) {
+        long long value;
+        if (bc_arg_long(args[first + 1], "fd", -1, INT_MAX, &value) < 0)
+            return -1;
+        *fd = (int)value;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(ask_doc,
+"ask($self, mark, budget=0.0, fd=-1)\n--\n\n"
+"True once the work before `mark` (an Event) is done, else False; raises the\n"
+"error the event reports.  Asks once, then again for up to `budget` seconds\n"
+"(0 to 1), the GIL held, unless `fd` (a file descriptor that polls readable when\n"
+"the loop has I/O to serve: its selector's) turns readable.");
 
 static PyObject *
-waker_poll(bc_Waker *self, PyObject *Py_UNUSED(ignored))
+waker_ask(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bc_State *st = bc_state_of((PyObject *)self);
+    if (nargs < 1 || nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "ask() takes from 1 to 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    bc_Event *mark = bc_event_check(st, args[0], "ask(): mark");
+    int64_t budget_ns;
+    int fd;
+    if (mark == NULL || hold_args(args, nargs, 1, "ask()", &budget_ns, &fd) < 0)
+        return NULL;
+    CUresult rc;
+    if (ask_marks(&mark->handle, &rc, 1, budget_ns, fd) < 0)
+        Py_RETURN_FALSE;
+    if (bc_check(st, rc, "cuEventQuery") < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(poll_doc,
+"poll($self, budget=0.0, fd=-1)\n--\n\n"
+"Ask the GPU about the watches still in their spin window: ([token, ...] of those\n"
+"whose work is done, answered now and not again by drain(); how many are still\n"
+"in their window).  An event query each (no system call), then, while none is\n"
+"done, again for up to `budget` seconds within their windows, as ask() does.");
+
+static PyObject *
+waker_poll(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "poll() takes at most 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int64_t budget_ns;
+    int fd;
+    if (hold_args(args, nargs, 0, "poll()", &budget_ns, &fd) < 0)
+        return NULL;
     wk_core *c = waker_core(st, self, "poll()");
     if (c == NULL)
         return NULL;
@@ -725,45 +827,55 @@ waker_poll(bc_Waker *self, PyObject *Py_UNUSED(ignored))
      * between: only a thread holding the GIL frees them.  The tokens become
      * Python objects after the lock: an allocation may run the garbage
      * collector, and so any Python. */
-    typedef struct { wk_watch *w; CUevent mark; CUresult rc; } asked;
-    asked *ask = NULL;
+    wk_watch **asked = NULL;
+    CUevent *marks = NULL;
+    CUresult *rc = NULL;
     unsigned long long *idle = NULL;
     Py_ssize_t n_ask = 0, n_idle = 0, spinning;
-    int64_t now = bc_monotonic_ns();
+    int64_t now = bc_monotonic_ns(), latest = now;
     pthread_mutex_lock(&wk_lock);
     Py_ssize_t cap = c->spinning;
     if (cap > 0) {
-        ask = PyMem_RawMalloc((size_t)cap * sizeof *ask);
+        asked = PyMem_RawMalloc((size_t)cap * sizeof *asked);
+        marks = PyMem_RawMalloc((size_t)cap * sizeof *marks);
+        rc = PyMem_RawMalloc((size_t)cap * sizeof *rc);
         idle = PyMem_RawMalloc((size_t)cap * sizeof *idle);
     }
-    int no_memory = cap > 0 && (ask == NULL || idle == NULL);
+    int no_memory = cap > 0 && (asked == NULL || marks == NULL || rc == NULL || idle == NULL);
     for (wk_watch *w = wk_pending.next; !no_memory && w != &wk_pending; w = w->next) {
         if (w->core != c || w->spin_until == 0)
             continue;
         CUevent mark = ((bc_Event *)w->mark)->handle;   /* NULL: closed by its owner */
-        if (now > w->spin_until || mark == NULL)
+        if (now > w->spin_until || mark == NULL) {
             stop_spinning(w);   /* the callback answers it */
-        else
-            ask[n_ask++] = (asked){w, mark, CUDA_ERROR_NOT_READY};
+            continue;
+        }
+        asked[n_ask] = w;
+        marks[n_ask] = mark;
+        rc[n_ask++] = CUDA_ERROR_NOT_READY;
+        if (w->spin_until > latest)
+            latest = w->spin_until;
     }
     pthread_mutex_unlock(&wk_lock);
-    for (Py_ssize_t i = 0; i < n_ask; i++)
-        ask[i].rc = bc_drv.cuEventQuery(ask[i].mark);
+    if (n_ask > 0)
+        ask_marks(marks, rc, n_ask, budget_ns < latest - now ? budget_ns : latest - now, fd);
     pthread_mutex_lock(&wk_lock);
     for (Py_ssize_t i = 0; i < n_ask; i++) {
-        wk_watch *w = ask[i].w;
+        wk_watch *w = asked[i];
         /* busy: ask again next time; an error: the callback brings it */
-        if (ask[i].rc == CUDA_ERROR_NOT_READY || w->spin_until == 0)
+        if (rc[i] == CUDA_ERROR_NOT_READY || w->spin_until == 0)
             continue;
         stop_spinning(w);
-        if (ask[i].rc == CUDA_SUCCESS && !w->answered) {
+        if (rc[i] == CUDA_SUCCESS && !w->answered) {
             w->answered = 1;
             idle[n_idle++] = w->token;
         }
     }
     spinning = c->spinning;
     pthread_mutex_unlock(&wk_lock);
-    PyMem_RawFree(ask);
+    PyMem_RawFree(asked);
+    PyMem_RawFree(marks);
+    PyMem_RawFree(rc);
     if (no_memory) {
         PyMem_RawFree(idle);
         return PyErr_NoMemory();
@@ -878,7 +990,8 @@ static PyMethodDef waker_methods[] = {
     {"fileno", (PyCFunction)waker_fileno, METH_NOARGS, fileno_doc},
     {"watch", (PyCFunction)(void (*)(void))waker_watch, METH_VARARGS | METH_KEYWORDS, watch_doc},
     {"drain", (PyCFunction)waker_drain, METH_NOARGS, drain_doc},
-    {"poll", (PyCFunction)waker_poll, METH_NOARGS, poll_doc},
+    {"ask", (PyCFunction)(void (*)(void))waker_ask, METH_FASTCALL, ask_doc},
+    {"poll", (PyCFunction)(void (*)(void))waker_poll, METH_FASTCALL, poll_doc},
     {"close", (PyCFunction)waker_close, METH_NOARGS, close_doc},
     {"_stats", (PyCFunction)waker_stats, METH_NOARGS | METH_CLASS, stats_doc},
     {NULL, NULL, 0, NULL},

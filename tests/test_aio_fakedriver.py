@@ -79,7 +79,8 @@ async def expect_await(exc_type, text, aw):
         raise AssertionError(f"awaiting {aw!r} raised no {exc_type.__name__}")
 
 def _aio_spinning():
-    # whether the running loop's waker still polls
+    # whether the running loop's _poll is queued (futures awaited other than
+    # directly, in their window)
     from barecuda._core import aio
     return aio._waker_for_running_loop()._spinning
 
@@ -380,10 +381,12 @@ def test_an_await_in_its_spin_window_wakes_before_the_late_callback(fake_driver)
     s = drv.Stream()
     async def main():
         futs = [s.done(), drv.Event().record(s).done()]
+        assert not _aio_spinning()                  # nothing awaits them yet
+        both = asyncio.gather(*futs)                # the loop's _poll asks about them
         await asyncio.sleep(0.005)
         assert not any(f.done() for f in futs) and _aio_spinning()
         gpu_says(s, 0)
-        res = await asyncio.wait_for(asyncio.gather(*futs), 5)
+        res = await asyncio.wait_for(both, 5)
         assert res[0] is None and isinstance(res[1], drv.Event), res
         assert pending() == 2 and stats()[1] == 2   # the callbacks have not come
         assert not _aio_spinning()                  # nothing left to ask about
@@ -405,6 +408,7 @@ def test_after_its_spin_window_an_await_waits_for_its_callback(fake_driver):
     s = drv.Stream()
     async def main():
         fut = s.done()
+        fut.add_done_callback(lambda f: None)       # awaited other than directly
         assert _aio_spinning()
         await asyncio.sleep(0.02)                   # the window is over
         assert not _aio_spinning() and not fut.done()
@@ -428,6 +432,9 @@ def test_a_mark_that_reports_an_error_leaves_the_error_to_the_callback(fake_driv
     s = drv.Stream()
     async def main():
         tasks = [asyncio.ensure_future(s.done()) for _ in range(3)]
+        for t in tasks:
+            t.add_done_callback(lambda f: None)     # the loop's _poll asks about them
+        assert _aio_spinning()
         await asyncio.sleep(0.002)
         gpu_says(s, 700)                            # CUDA_ERROR_ILLEGAL_ADDRESS
         await asyncio.sleep(0.005)
@@ -454,12 +461,13 @@ def test_a_raw_handle_and_the_default_stream_are_asked_about_through_their_mark(
     async def main():
         from barecuda._core import aio             # what aget(stream=None) and others use
         futs = [aio.done(s.handle), aio.done(None)]
+        both = asyncio.gather(*futs)
         assert _aio_spinning()
         await asyncio.sleep(0.005)
         assert not any(f.done() for f in futs)
         gpu_says(s, 0)
         gpu_says(0, 0)
-        await asyncio.wait_for(asyncio.gather(*futs), 5)
+        await asyncio.wait_for(both, 5)
         gpu_says(s, None)
         gpu_says(0, None)
         fire()
@@ -482,6 +490,22 @@ def test_set_await_spin_refuses_bad_values(fake_driver):
         expect(ValueError, "spin must be a number of seconds", w.watch, s, 1, None, bad)
     expect(TypeError, "", w.watch, s, 1, None, "x")
     assert w.poll() == ([], 0) and w.pending == 0
+    assert w.poll(0.001, -1) == ([], 0)
+    e = drv.Event().record(s)
+    assert w.ask(e) is True and w.ask(e, 0.0) is True and w.ask(e, 1e-3, -1) is True
+    for bad in (-1e-3, 1.5, float("nan"), float("inf")):
+        expect(ValueError, "budget must be from 0 to 1 s", w.ask, e, bad)
+        expect(ValueError, "budget must be from 0 to 1 s", w.poll, bad)
+    expect(TypeError, "", w.ask, e, "x")
+    expect(TypeError, "", w.ask, e, 0.0, "3")
+    expect(ValueError, "fd", w.ask, e, 0.0, -2)
+    expect(ValueError, "fd", w.poll, 0.0, 1 << 40)
+    expect(TypeError, "ask(): mark must be an Event", w.ask, s)
+    expect(TypeError, "from 1 to 3 arguments", w.ask)
+    expect(TypeError, "from 1 to 3 arguments", w.ask, e, 0.0, -1, 0)
+    expect(TypeError, "at most 2 arguments", w.poll, 0.0, -1, 0)
+    e.close()
+    expect(drv.LogicError, "this Event was closed", w.ask, e)
     w.close()
     expect(drv.LogicError, "this Waker was closed", w.poll)
     finish()
@@ -519,4 +543,145 @@ def test_await_stream_in_its_window_looks_at_its_future_each_pass_and_cancels_cl
     asyncio.run(main())
     finish()
     """)
+    assert "stats (0, 0) pending 0" in out, out
+
+
+HOLD_PRELUDE = """
+drv.set_await_spin(1.0)
+from barecuda._core import aio
+import threading, time
+s = drv.Stream()
+
+async def held(body):
+    # `body` runs while a task awaits `s` directly in its window, the GPU busy (the
+    # stand-in's callback not fired): an idle loop is held in C by the await
+    waiter = asyncio.ensure_future(_await(s))
+    await asyncio.sleep(0.005)
+    assert not waiter.done() and not _aio_spinning()   # the task asks: no _poll
+    try:
+        return await body()
+    finally:
+        fire(s)
+        assert await asyncio.wait_for(waiter, 5) is None
+
+async def _await(aw):
+    return await aw
+
+def passes(loop):
+    # counts the loop's passes (asyncio's _run_once, looked up on the instance)
+    count = [0]
+    run_once = loop._run_once
+    def counting():
+        count[0] += 1
+        run_once()
+    loop._run_once = counting
+    return count
+"""
+
+
+@pytest.mark.parametrize("what", ["timer", "pipe", "threadsafe"])
+def test_an_await_holding_an_idle_loop_gives_it_back_when_it_has_work(fake_driver, what):
+    """A direct await in its window, the loop otherwise idle, asks its mark in C
+    without going back to the loop; the loop's own work still runs on time: a
+    timer falls due, a pipe written by another process turns readable (_HOLD
+    raised to 1 s for these two, so that a hold that did not look at the loop
+    would show as an answer up to the window's 1 s late), another thread calls
+    call_soon_threadsafe (the GIL is held while asking: the thread runs once an
+    ask of at most _HOLD, 200 us, gives the loop back, as beside any busy loop)."""
+    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent(f"""
+    import subprocess, sys
+    if "{what}" != "threadsafe":
+        aio._HOLD = 1.0
+    async def body():
+        loop = asyncio.get_running_loop()
+        woke = loop.create_future()
+        due = time.monotonic() + 0.05
+        if "{what}" == "timer":
+            loop.call_later(0.05, lambda: woke.set_result(time.monotonic()))
+        elif "{what}" == "pipe":
+            r, w = os.pipe()
+            child = subprocess.Popen([sys.executable, "-c", (
+                "import os, time; time.sleep(max(0.0, %r - time.monotonic())); "
+                "os.write(%d, str(time.monotonic()).encode())") % (due, w)], pass_fds=[w])
+            os.close(w)
+            def on_read():
+                nonlocal due
+                due = float(os.read(r, 64))            # when the child wrote
+                loop.remove_reader(r)
+                woke.set_result(time.monotonic())
+            loop.add_reader(r, on_read)
+        else:
+            def call():
+                time.sleep(max(0.0, due - time.monotonic()))
+                loop.call_soon_threadsafe(lambda: woke.set_result(time.monotonic()))
+            threading.Thread(target=call).start()
+        at = await asyncio.wait_for(woke, 5)
+        if "{what}" == "pipe":
+            child.wait()
+            os.close(r)
+        late = at - due
+        assert late < 0.2, late
+        print("late", late)
+    asyncio.run(held(body))
+    finish()
+    """))
+    assert "late" in out and "stats (0, 0) pending 0" in out, out
+
+
+def test_an_await_holds_an_idle_loop_and_not_a_busy_one(fake_driver):
+    """Held: an idle loop runs a few passes in 50 ms while a direct await is in its
+    window (_HOLD 20 ms here).  Not held: a task ready to run on every pass keeps
+    running, as many passes as without the await."""
+    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent("""
+    aio._HOLD = 0.02
+    async def idle():
+        n = passes(asyncio.get_running_loop())
+        await asyncio.sleep(0.05)
+        return n[0]
+    async def busy():
+        spins = 0
+        t_end = time.monotonic() + 0.05
+        while time.monotonic() < t_end:
+            await asyncio.sleep(0)
+            spins += 1
+        return spins
+    n_idle = asyncio.run(held(idle))
+    n_busy = asyncio.run(held(busy))
+    print("passes", n_idle, "busy task's passes", n_busy)
+    assert n_idle < 40, n_idle
+    assert n_busy > 200, n_busy
+    finish()
+    """))
+    assert "stats (0, 0) pending 0" in out, out
+
+
+def test_a_gathered_await_is_asked_by_the_loop_and_a_direct_one_by_its_task(fake_driver):
+    """Only a future awaited other than directly queues the loop's _poll; the _poll
+    then holds an idle loop too, and answers the future before its callback."""
+    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent("""
+    aio._HOLD = 0.02
+    async def main():
+        t = asyncio.ensure_future(_await(s))
+        await asyncio.sleep(0.005)
+        assert not _aio_spinning() and not t.done()
+        gpu_says(s, 0)
+        assert await asyncio.wait_for(t, 5) is None
+        s2 = drv.Stream()
+        both = asyncio.gather(s2.done(), drv.Event().record(s2).done())
+        assert _aio_spinning()
+        n = passes(asyncio.get_running_loop())
+        await asyncio.sleep(0.05)
+        assert n[0] < 40, n[0]                      # held by the _poll, not by passes
+        assert not both.done()
+        gpu_says(s2, 0)
+        res = await asyncio.wait_for(both, 5)
+        assert res[0] is None and isinstance(res[1], drv.Event)
+        assert pending() == 3                      # answered before their callbacks
+        gpu_says(s, None)
+        gpu_says(s2, None)
+        fire()
+        await asyncio.sleep(0.01)
+    asyncio.run(main())
+    finish()
+    """))
     assert "stats (0, 0) pending 0" in out, out

@@ -13,11 +13,17 @@ detached first.
 Waking that way costs what the driver's callback thread and the loop's epoll take
 to wake (150 to 190 us a median on the lent H200, against 5 to 9 us for a
 spinning ``synchronize()``).  So for its first ``spin`` seconds (:func:`set_spin`;
-2 ms by default) an await is also asked about from the loop itself: while any
-await is in its window the loop does not sleep, and on each of its iterations
-``_Waker.poll()`` asks the driver (``cuEventQuery`` on each await's mark, no
-system call) whether the awaited work is done; a task awaiting a future directly
-asks its own mark and resumes in that pass (:class:`GPUFuture`, below).  A wait
+2 ms by default) an await is also asked about from the loop itself.  A task
+awaiting a future directly asks its own mark (``cuEventQuery``, no system call)
+each time it runs and resumes as soon as the work is done (:class:`GPUFuture`,
+below); a future awaited in other ways (``gather``, ``wait``) is asked by the
+loop's ``_poll``, queued once per pass while any such future is in its window.
+An ask holds the loop only while it has nothing else to run: when asyncio's own
+loop has no ready callback and no timer due, the ask goes on in C for up to
+``_HOLD`` (200 us), looking at the loop's selector fd every 2 us and giving the
+loop back as soon as a socket, a timer's wake-up or ``call_soon_threadsafe`` needs
+it; otherwise it asks once per pass.  (Other loops, uvloop's, show neither their
+ready queue nor their selector: there each ask is one query per pass.)  A wait
 longer than the window costs the loop that window's CPU once (0.3% of a core over
 a 1 s kernel) and then nothing until the fd wakes it.
 
@@ -48,6 +54,7 @@ from barecuda import _driver
 
 _tokens = itertools.count(1)
 _spin = 2e-3                                       # s: set_spin()
+_HOLD = 200e-6          # s: the longest one ask holds an otherwise idle loop
 _by_loop: weakref.WeakKeyDictionary[Any, _LoopWaker] = weakref.WeakKeyDictionary()
 _last: tuple[Any, Any] | None = None              # weak references: (loop, its waker)
 
@@ -104,6 +111,13 @@ class _LoopWaker:
         self._pending: dict[int, tuple[Any, Any]] = {}
         self._loop = weakref.ref(loop)
         self._spinning = False                # a _poll is queued on the loop
+        # What an ask needs to hold the loop (hold(), below): asyncio's own loops
+        # keep their ready callbacks in a deque, and their selector's fd polls
+        # readable when a fd the loop watches is.  Not there (uvloop): never held.
+        ready = getattr(loop, "_ready", None)
+        fileno = getattr(getattr(loop, "_selector", None), "fileno", None)
+        fd = fileno() if ready is not None and hasattr(loop, "_scheduled") and fileno else -1
+        self._ready, self.fd = ready, fd if isinstance(fd, int) else -1
         loop.add_reader(self._waker.fileno(), self._drain)
 
     def watch(self, target: Any, result: Any, keep: Any) -> Any:
@@ -115,24 +129,45 @@ class _LoopWaker:
         mark = self._waker.watch(target, token, (target, keep), _spin)
         self._pending[token] = (weakref.ref(fut), result)
         if mark is not None:
-            fut._mark, fut._gpu_result = mark, result
+            fut._mark, fut._gpu_result, fut._waker = mark, result, self
             fut._spin_until = loop.time() + _spin
-            if not self._spinning:
-                self._spinning = True
-                loop.call_soon(self._poll)
         return fut
+
+    def hold(self, loop: Any, left: float) -> float:
+        """How long an ask may hold the loop now (s): 0 while it has a callback
+        ready or a timer due, else up to `left`, _HOLD and its next timer."""
+        ready = self._ready
+        if ready is None or ready or self.fd < 0:
+            return 0.0
+        budget = left if left < _HOLD else _HOLD
+        timers = loop._scheduled
+        if timers:
+            budget = min(budget, timers[0].when() - loop.time())
+        return budget if budget > 0.0 else 0.0
+
+    def ask_for(self, fut: Any) -> None:
+        """`fut` is awaited other than directly (a done-callback was added) while
+        in its window: have the loop's _poll ask about it (and about every await
+        in its window) on each pass."""
+        loop = self._loop()
+        if self._spinning or loop is None or loop.time() >= fut._spin_until:
+            return
+        self._spinning = True
+        loop.call_soon(self._poll)
 
     def _drain(self) -> None:
         for token, exc in self._waker.drain():
             self._answer(token, exc)
 
     def _poll(self) -> None:
-        """Queued with call_soon while awaits are in their spin window: the loop
-        then does not sleep, and each iteration asks about them once."""
-        idle, spinning = self._waker.poll()
+        """Queued with call_soon while futures awaited other than directly are in
+        their spin window: the loop then does not sleep, and each pass asks about
+        every await in its window (holding the loop while it is otherwise idle)."""
+        loop = self._loop()
+        budget = self.hold(loop, _HOLD) if loop is not None else 0.0
+        idle, spinning = self._waker.poll(budget, self.fd)
         for token in idle:
             self._answer(token, None)
-        loop = self._loop()
         self._spinning = bool(spinning) and loop is not None and not loop.is_closed()
         if self._spinning:
             loop.call_soon(self._poll)
@@ -163,21 +198,27 @@ def _future_type() -> Any:
 
     class GPUFuture(asyncio.Future):  # type: ignore[type-arg]
         """A future of GPU work.  Awaited directly (``await stream``), it asks its
-        mark itself on each pass of the loop while its spin window lasts and, the
-        work done, returns in that pass: no done-callback, no pass of the loop's
-        _poll in between.  Awaited in other ways (``gather``) it is an ordinary
-        future, answered by _poll or the driver's callback."""
+        mark itself each time its task runs while its spin window lasts (holding
+        the loop while it has nothing else to run: _LoopWaker.hold) and, the work
+        done, returns at once: no done-callback, no pass of the loop in between.
+        Awaited in other ways (``gather``) it is an ordinary future, answered by
+        the loop's _poll or the driver's callback."""
 
         _spin_until = 0.0
         _mark: Any = None
         _gpu_result: Any = None
+        _waker: Any = None
 
         def __await__(self) -> Any:
             loop = self.get_loop()
+            waker = self._waker
             try:
-                while not self.done() and loop.time() < self._spin_until:
+                while not self.done():
+                    left = self._spin_until - loop.time()
+                    if left <= 0.0:
+                        break
                     try:
-                        if self._mark.query():
+                        if waker._waker.ask(self._mark, waker.hold(loop, left), waker.fd):
                             self.set_result(self._gpu_result)
                             break
                     except Exception:  # a fault, or the event closed: the callback tells
@@ -189,6 +230,11 @@ def _future_type() -> Any:
             return (yield from super().__await__())
 
         __iter__ = __await__
+
+        def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
+            super().add_done_callback(fn, context=context)
+            if self._waker is not None and not self.done():
+                self._waker.ask_for(self)
 
     _Future = GPUFuture
     return _Future

@@ -6,8 +6,9 @@ same run:
 
 - ``wake-up``: from a kernel's end to the waiting code running again, median and
   p99 over ``TRIALS`` trials of each way to wait: ``stream.synchronize()`` (the
-  floor), ``await stream`` (ours, with the default spin window: the loop asks
-  the awaited work's event on each of its passes for the await's first 2 ms),
+  floor), ``await stream`` (ours, with the default spin window: for the await's
+  first 2 ms the awaiting task asks the awaited work's event, in C while the loop
+  has nothing else to run),
   ``await stream`` with no spin window (``set_await_spin(0)``: woken by the
   driver's stream callback alone), ``await loop.run_in_executor(None,
   stream.synchronize)`` and polling ``stream.is_done()`` with ``await
