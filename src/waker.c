@@ -28,8 +28,9 @@
  * marks of every watch in its window and answers at once those that are done
  * (the callback, when it comes, then only lets go of what they kept).  Both ask
  * once, or, given a budget (the loop has nothing else to run), again and again in
- * C for up to that budget, looking every 2 us at the loop's selector fd and giving
- * the loop back as soon as it has something to read.  A mark says when the
+ * C for up to that budget, looking every 2 us (or more where a system call is
+ * slow: WK_FD_EVERY_NS) at the loop's selector fd and giving the loop back as soon
+ * as it has something to read.  A mark says when the
  * watched work is done, not the work queued after it, so awaits on several
  * streams wake in the order their work completes (to within one pass of the loop).
  * A watch still busy when its window ends, or whose mark reports an error, is left
@@ -710,16 +711,21 @@ waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* How often a held ask (below) looks at the loop's fd: at this cadence a loop held
- * for the GPU still sees its sockets, timers' wake-ups and call_soon_threadsafe. */
+ * for the GPU still sees its sockets, timers' wake-ups and call_soon_threadsafe.
+ * Where a system call is slow (a sandboxed kernel: 5 to 10 us a poll() on some of
+ * the lent machines, against 0.3 natively) the ask looks less often, so that at
+ * at most a ninth of it goes on looking: every WK_FD_COST_SHARE times what the last
+ * look took. */
 #define WK_FD_EVERY_NS 2000
+#define WK_FD_COST_SHARE 8
 
 /* GIL held, lock not held.  Ask n events (cuEventQuery) until one of them is busy
  * no more: its index, with its answer in rc[i] (the ones before it answered
  * NOT_READY in that round).  Every one is asked once; then, for up to budget_ns,
  * again and again, unless `fd` (the loop's selector, -1 for none) has something
- * to read, looked at every WK_FD_EVERY_NS: -1 when none answered.  The GIL stays
- * held (no other thread can close an event or a context meanwhile): the caller
- * keeps budget_ns short. */
+ * to read, looked at every WK_FD_EVERY_NS or more (above): -1 when none answered.
+ * The GIL stays held (no other thread can close an event or a context
+ * meanwhile): the caller keeps budget_ns short. */
 static Py_ssize_t
 ask_marks(const CUevent *marks, CUresult *rc, Py_ssize_t n, int64_t budget_ns, int fd)
 {
@@ -738,7 +744,8 @@ ask_marks(const CUevent *marks, CUresult *rc, Py_ssize_t n, int64_t budget_ns, i
             struct pollfd p = {.fd = fd, .events = POLLIN};
             if (poll(&p, 1, 0) != 0)   /* readable, or an error: the loop looks */
                 return -1;
-            look_at_fd = now + WK_FD_EVERY_NS;
+            int64_t looked = bc_monotonic_ns(), cost = WK_FD_COST_SHARE * (looked - now);
+            look_at_fd = looked + (cost > WK_FD_EVERY_NS ? cost : WK_FD_EVERY_NS);
         }
     }
 }
