@@ -58,6 +58,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #ifdef __linux__
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #endif
 
@@ -719,15 +720,42 @@ waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
 #define WK_FD_EVERY_NS 2000
 #define WK_FD_COST_SHARE 8
 
+/* What a held ask found at the loop's fd: nothing, the Waker's own fd alone (the
+ * late callbacks of awaits already answered, mostly: the caller drains it and asks
+ * on, without a pass of the loop), or something else for the loop. */
+enum { WK_LOOP_IDLE, WK_LOOP_OWN_FD, WK_LOOP_BUSY };
+
+static int
+look_at_loop(int fd, int own_fd)
+{
+#ifdef __linux__
+    /* an epoll fd (asyncio's selector on Linux) tells which of its fds are ready,
+     * consuming nothing (asyncio registers them level-triggered) */
+    struct epoll_event ready[4];
+    int n = epoll_wait(fd, ready, 4, 0);
+    if (n >= 0) {
+        for (int i = 0; i < n; i++)
+            if (ready[i].data.fd != own_fd)
+                return WK_LOOP_BUSY;
+        return n == 0 ? WK_LOOP_IDLE : WK_LOOP_OWN_FD;
+    }
+#else
+    (void)own_fd;
+#endif
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 0 ? WK_LOOP_IDLE : WK_LOOP_BUSY;   /* an error: the loop looks */
+}
+
 /* GIL held, lock not held.  Ask n events (cuEventQuery) until one of them is busy
  * no more: its index, with its answer in rc[i] (the ones before it answered
  * NOT_READY in that round).  Every one is asked once; then, for up to budget_ns,
  * again and again, unless `fd` (the loop's selector, -1 for none) has something
- * to read, looked at every WK_FD_EVERY_NS or more (above): -1 when none answered.
- * The GIL stays held (no other thread can close an event or a context
- * meanwhile): the caller keeps budget_ns short. */
+ * to read, looked at every WK_FD_EVERY_NS or more (above): -1 when none answered,
+ * -2 when `own_fd` alone was ready.  The GIL stays held (no other thread can close
+ * an event or a context meanwhile): the caller keeps budget_ns short. */
 static Py_ssize_t
-ask_marks(const CUevent *marks, CUresult *rc, Py_ssize_t n, int64_t budget_ns, int fd)
+ask_marks(const CUevent *marks, CUresult *rc, Py_ssize_t n, int64_t budget_ns, int fd,
+          int own_fd)
 {
     int64_t start = budget_ns > 0 ? bc_monotonic_ns() : 0;
     int64_t look_at_fd = start + WK_FD_EVERY_NS;
@@ -741,9 +769,9 @@ ask_marks(const CUevent *marks, CUresult *rc, Py_ssize_t n, int64_t budget_ns, i
         if (now - start >= budget_ns)
             return -1;
         if (fd >= 0 && now >= look_at_fd) {
-            struct pollfd p = {.fd = fd, .events = POLLIN};
-            if (poll(&p, 1, 0) != 0)   /* readable, or an error: the loop looks */
-                return -1;
+            int loop = look_at_loop(fd, own_fd);
+            if (loop != WK_LOOP_IDLE)
+                return loop == WK_LOOP_OWN_FD ? -2 : -1;
             int64_t looked = bc_monotonic_ns(), cost = WK_FD_COST_SHARE * (looked - now);
             look_at_fd = looked + (cost > WK_FD_EVERY_NS ? cost : WK_FD_EVERY_NS);
         }
@@ -782,7 +810,8 @@ PyDoc_STRVAR(ask_doc,
 "True once the work before `mark` (an Event) is done, else False; raises the\n"
 "error the event reports.  Asks once, then again for up to `budget` seconds\n"
 "(0 to 1), the GIL held, unless `fd` (a file descriptor that polls readable when\n"
-"the loop has I/O to serve: its selector's) turns readable.");
+"the loop has I/O to serve: its selector's) turns readable; None (not done) when\n"
+"only this Waker's own fd was ready there: drain() it and ask again.");
 
 static PyObject *
 waker_ask(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
@@ -798,11 +827,48 @@ waker_ask(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
     if (mark == NULL || hold_args(args, nargs, 1, "ask()", &budget_ns, &fd) < 0)
         return NULL;
     CUresult rc;
-    if (ask_marks(&mark->handle, &rc, 1, budget_ns, fd) < 0)
+    wk_core *c = waker_core(st, self, "ask()");
+    if (c == NULL)
+        return NULL;
+    Py_ssize_t asked = ask_marks(&mark->handle, &rc, 1, budget_ns, fd, c->rfd);
+    if (asked == -2)
+        Py_RETURN_NONE;
+    if (asked < 0)
         Py_RETURN_FALSE;
     if (bc_check(st, rc, "cuEventQuery") < 0)
         return NULL;
     Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(unpoll_doc,
+"unpoll($self, token)\n--\n\n"
+"poll() asks no more about the watch of `token` (its task asks it itself with\n"
+"ask()), so that the loop's _poll stops once the watches awaited other ways are\n"
+"done.  A token not pending is ignored.");
+
+static PyObject *
+waker_unpoll(bc_Waker *self, PyObject *token_obj)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    wk_core *c = waker_core(st, self, "unpoll()");
+    if (c == NULL)
+        return NULL;
+    if (!PyLong_Check(token_obj)) {
+        PyErr_Format(PyExc_TypeError, "unpoll(): token must be an int, not %.100s",
+                     Py_TYPE(token_obj)->tp_name);
+        return NULL;
+    }
+    unsigned long long token = PyLong_AsUnsignedLongLong(token_obj);
+    if (token == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    pthread_mutex_lock(&wk_lock);
+    for (wk_watch *w = wk_pending.next; w != &wk_pending; w = w->next)
+        if (w->core == c && w->token == token) {
+            stop_spinning(w);
+            break;
+        }
+    pthread_mutex_unlock(&wk_lock);
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(poll_doc,
@@ -865,7 +931,8 @@ waker_poll(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
     }
     pthread_mutex_unlock(&wk_lock);
     if (n_ask > 0)
-        ask_marks(marks, rc, n_ask, budget_ns < latest - now ? budget_ns : latest - now, fd);
+        ask_marks(marks, rc, n_ask, budget_ns < latest - now ? budget_ns : latest - now, fd,
+                  -1);   /* any fd ready, its own too: the loop looks (and drains) */
     pthread_mutex_lock(&wk_lock);
     for (Py_ssize_t i = 0; i < n_ask; i++) {
         wk_watch *w = asked[i];
@@ -998,6 +1065,7 @@ static PyMethodDef waker_methods[] = {
     {"watch", (PyCFunction)(void (*)(void))waker_watch, METH_VARARGS | METH_KEYWORDS, watch_doc},
     {"drain", (PyCFunction)waker_drain, METH_NOARGS, drain_doc},
     {"ask", (PyCFunction)(void (*)(void))waker_ask, METH_FASTCALL, ask_doc},
+    {"unpoll", (PyCFunction)waker_unpoll, METH_O, unpoll_doc},
     {"poll", (PyCFunction)(void (*)(void))waker_poll, METH_FASTCALL, poll_doc},
     {"close", (PyCFunction)waker_close, METH_NOARGS, close_doc},
     {"_stats", (PyCFunction)waker_stats, METH_NOARGS | METH_CLASS, stats_doc},

@@ -506,7 +506,12 @@ def test_set_await_spin_refuses_bad_values(fake_driver):
     expect(TypeError, "at most 2 arguments", w.poll, 0.0, -1, 0)
     e.close()
     expect(drv.LogicError, "this Event was closed", w.ask, e)
+    assert w.unpoll(12345) is None                   # not pending: ignored
+    expect(TypeError, "unpoll(): token must be an int, not str", w.unpoll, "1")
+    expect(OverflowError, "", w.unpoll, -1)
     w.close()
+    expect(drv.LogicError, "this Waker was closed", w.unpoll, 1)
+    expect(drv.LogicError, "this Waker was closed", w.ask, drv.Event())
     expect(drv.LogicError, "this Waker was closed", w.poll)
     finish()
     """)
@@ -682,6 +687,47 @@ def test_a_gathered_await_is_asked_by_the_loop_and_a_direct_one_by_its_task(fake
         fire()
         await asyncio.sleep(0.01)
     asyncio.run(main())
+    finish()
+    """))
+    assert "stats (0, 0) pending 0" in out, out
+
+
+def test_a_held_await_drains_late_callbacks_itself(fake_driver):
+    """While a direct await holds the idle loop, the waker's own fd turning
+    readable (here: the late callbacks of 20 awaits answered before them, fired one
+    by one from a thread of the stand-in's) is drained by the holding task itself,
+    with no pass of the loop each; and an await answered only by its callback (made
+    with no window) is still answered at once by such a drain."""
+    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent("""
+    aio._HOLD = 1.0
+    async def body():
+        loop = asyncio.get_running_loop()
+        s2, s3 = drv.Stream(), drv.Stream()
+        answered = [s2.done() for _ in range(20)]
+        gpu_says(s2, 0)
+        await asyncio.wait_for(asyncio.gather(*answered), 5)   # asked by the _poll
+        gpu_says(s2, None)
+        await asyncio.sleep(0.005)
+        drv.set_await_spin(0)
+        by_callback = s3.done()                      # no window: its callback answers
+        drv.set_await_spin(1.0)
+        n = passes(loop)
+        # from a C thread: a Python one would wait for the GIL, held while asking
+        fake.fake_fire_spaced.argtypes = [ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int,
+                                          ctypes.c_int]
+        assert fake.fake_fire_spaced(s2.handle, 0, 20, 2000) == 0
+        await asyncio.sleep(0.08)                    # (a timer: the hold ends at it)
+        assert fake.fake_fire_spaced_join() == 0 and not by_callback.done()
+        fake.fake_fire_spaced(s3.handle, 0, 1, 2000)
+        t0 = time.monotonic()
+        assert await asyncio.wait_for(by_callback, 5) is None
+        late = time.monotonic() - t0
+        assert late < 0.2, late
+        assert fake.fake_fire_spaced_join() == 0
+        print("passes", n[0])
+        assert n[0] < 15, n[0]
+        assert stats()[1] == 1                       # the held await alone: all drained
+    asyncio.run(held(body))
     finish()
     """))
     assert "stats (0, 0) pending 0" in out, out
