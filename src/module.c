@@ -72,6 +72,12 @@ intern_strings(bc_State *st)
         {offsetof(bc_State, str_gpudata), "gpudata"},
         {offsetof(bc_State, str_cai), "__cuda_array_interface__"},
         {offsetof(bc_State, str_cuda_stream), "__cuda_stream__"},
+        {offsetof(bc_State, str_done), "done"},
+        {offsetof(bc_State, str_set_result), "set_result"},
+        {offsetof(bc_State, str_time), "time"},
+        {offsetof(bc_State, str_when), "when"},
+        {offsetof(bc_State, str_scheduled), "_scheduled"},
+        {offsetof(bc_State, str_await), "__await__"},
     };
     for (size_t i = 0; i < BC_COUNT(names); i++) {
         PyObject *s = PyUnicode_InternFromString(names[i].text);

@@ -846,6 +846,19 @@ PyDoc_STRVAR(unpoll_doc,
 "ask()), so that the loop's _poll stops once the watches awaited other ways are\n"
 "done.  A token not pending is ignored.");
 
+/* GIL held, lock not held: poll() asks no more about the watch of `token`. */
+static void
+unpoll_token(wk_core *c, unsigned long long token)
+{
+    pthread_mutex_lock(&wk_lock);
+    for (wk_watch *w = wk_pending.next; w != &wk_pending; w = w->next)
+        if (w->core == c && w->token == token) {
+            stop_spinning(w);
+            break;
+        }
+    pthread_mutex_unlock(&wk_lock);
+}
+
 static PyObject *
 waker_unpoll(bc_Waker *self, PyObject *token_obj)
 {
@@ -861,14 +874,313 @@ waker_unpoll(bc_Waker *self, PyObject *token_obj)
     unsigned long long token = PyLong_AsUnsignedLongLong(token_obj);
     if (token == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    pthread_mutex_lock(&wk_lock);
-    for (wk_watch *w = wk_pending.next; w != &wk_pending; w = w->next)
-        if (w->core == c && w->token == token) {
-            stop_spinning(w);
-            break;
-        }
-    pthread_mutex_unlock(&wk_lock);
+    unpoll_token(c, token);
     Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------ a direct await, in C */
+
+/* What `await fut` runs while fut (aio.py's GPUFuture) is in its spin window:
+ * each time its task runs, it asks the await's mark, holding the loop in C while
+ * it has nothing else to run (its ready deque empty, no timer due: up to `hold`
+ * seconds); when only the Waker's own fd was ready, it calls the loop waker's
+ * _drain and asks on.  Done, it sets the future's result; then, or once the
+ * window is over, the mark reports an error or the future is done some other way,
+ * it hands over to the future's own iterator (the task then waits for the
+ * future's done-callback).  The same steps as a Python generator would take, less
+ * the interpreter's cost per step: on the lent H200s that cost was 10 to 15 us of
+ * a wake-up whose floor (synchronize) is 6 to 9. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *waker;           /* the _Waker, which asks */
+    PyObject *fut;
+    PyObject *mark;            /* an Event */
+    PyObject *result;          /* what the future is given */
+    PyObject *loop;
+    PyObject *ready;           /* the loop's ready deque; NULL: never held */
+    PyObject *drain;           /* the loop waker's _drain */
+    PyObject *inner;           /* once handed over: the future's own iterator */
+    int fd;                    /* the loop's selector fd, -1: never held */
+    int64_t until_ns;          /* the window's end (monotonic) */
+    int64_t hold_ns;           /* the longest one ask holds the loop */
+} bc_WakerAwait;
+
+enum { AW_YIELD, AW_HAND_OVER, AW_ERROR };
+
+/* How long the next ask may hold the loop (ns), at `now`: 0 unless the loop has
+ * no callback ready, else up to the window's end, hold_ns and its next timer. */
+static int64_t
+await_hold(bc_State *st, bc_WakerAwait *it, int64_t now)
+{
+    if (it->ready == NULL || it->fd < 0 || it->hold_ns <= 0)
+        return 0;
+    Py_ssize_t n = PyObject_Size(it->ready);
+    if (n != 0) {
+        if (n < 0)
+            PyErr_Clear();
+        return 0;
+    }
+    int64_t budget = it->until_ns - now < it->hold_ns ? it->until_ns - now : it->hold_ns;
+    PyObject *timers = PyObject_GetAttr(it->loop, st->str_scheduled);
+    if (timers != NULL && PyList_Check(timers) && PyList_GET_SIZE(timers) > 0) {
+        PyObject *when = PyObject_CallMethodNoArgs(PyList_GET_ITEM(timers, 0), st->str_when);
+        PyObject *at = when != NULL ? PyObject_CallMethodNoArgs(it->loop, st->str_time) : NULL;
+        double due = at != NULL ? PyFloat_AsDouble(when) - PyFloat_AsDouble(at) : 0.0;
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            due = 0.0;
+        }
+        if (due * 1e9 < (double)budget)
+            budget = (int64_t)(due * 1e9);
+        Py_XDECREF(when);
+        Py_XDECREF(at);
+    }
+    if (timers == NULL)
+        PyErr_Clear();
+    Py_XDECREF(timers);
+    return budget > 0 ? budget : 0;
+}
+
+/* One step of the task: ask until the loop must be given back (AW_YIELD), the
+ * future is answered or must be left to its callback (AW_HAND_OVER), or an
+ * error was raised (AW_ERROR). */
+static int
+await_ask(bc_WakerAwait *it)
+{
+    bc_State *st = bc_state_of(it->waker);
+    for (;;) {
+        PyObject *done = PyObject_CallMethodNoArgs(it->fut, st->str_done);
+        int is_done = done != NULL ? PyObject_IsTrue(done) : -1;
+        Py_XDECREF(done);
+        if (is_done != 0)
+            return is_done < 0 ? AW_ERROR : AW_HAND_OVER;
+        int64_t now = bc_monotonic_ns();
+        wk_core *c = ((bc_Waker *)it->waker)->core;
+        if (now >= it->until_ns || c == NULL)
+            return AW_HAND_OVER;
+        int64_t budget = await_hold(st, it, now);
+        bc_Event *mark = bc_event_check(st, it->mark, "mark");
+        if (mark == NULL) {         /* closed by its owner, or its context gone */
+            PyErr_Clear();
+            return AW_HAND_OVER;    /* the callback or a hook answers */
+        }
+        CUresult rc;
+        Py_ssize_t asked = ask_marks(&mark->handle, &rc, 1, budget, it->fd, c->rfd);
+        if (asked == -1)
+            return AW_YIELD;
+        if (asked == -2) {          /* only the Waker's fd: drained here, no pass */
+            PyObject *r = PyObject_CallNoArgs(it->drain);
+            if (r == NULL)
+                return AW_ERROR;
+            Py_DECREF(r);
+            continue;
+        }
+        if (rc == CUDA_SUCCESS) {   /* done: the future's own iterator returns it */
+            PyObject *r = PyObject_CallMethodOneArg(it->fut, st->str_set_result, it->result);
+            if (r == NULL)
+                PyErr_Clear();      /* done meanwhile (cancelled): it says so */
+            Py_XDECREF(r);
+        }
+        return AW_HAND_OVER;        /* or a fault: the callback brings the error */
+    }
+}
+
+static PyObject *
+await_iternext(bc_WakerAwait *it)
+{
+    while (it->inner == NULL) {
+        int step = await_ask(it);
+        if (step == AW_YIELD)
+            Py_RETURN_NONE;         /* a bare yield: the task runs again next pass */
+        if (step == AW_ERROR)
+            return NULL;
+        /* GPUFuture's base (asyncio's Future); a plain future's own type */
+        PyTypeObject *type = Py_TYPE(it->fut);
+        if (type->tp_base != NULL && type->tp_base != &PyBaseObject_Type)
+            type = type->tp_base;
+        PyObject *base = PyObject_GetAttr((PyObject *)type, bc_state_of(it->waker)->str_await);
+        it->inner = base != NULL ? PyObject_CallOneArg(base, it->fut) : NULL;
+        Py_XDECREF(base);
+        if (it->inner == NULL)
+            return NULL;
+    }
+    return Py_TYPE(it->inner)->tp_iternext(it->inner);
+}
+
+static PyObject *
+await_send(bc_WakerAwait *it, PyObject *value)
+{
+    if (it->inner != NULL)
+        return PyObject_CallMethod(it->inner, "send", "O", value);
+    return await_iternext(it);      /* the task sends None */
+}
+
+/* The task was cancelled (or anything else thrown in): while asking, so is the
+ * future (the GPU work goes on), and the exception goes back up. */
+static PyObject *
+await_throw(bc_WakerAwait *it, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes from 1 to 3 arguments");
+        return NULL;
+    }
+    if (it->inner != NULL) {
+        PyObject *throw = PyObject_GetAttrString(it->inner, "throw");
+        PyObject *r = throw != NULL ? PyObject_Vectorcall(throw, args, (size_t)nargs, NULL)
+                                    : NULL;
+        Py_XDECREF(throw);
+        return r;
+    }
+    PyObject *r = PyObject_CallMethod(it->fut, "cancel", NULL);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    PyObject *typ = args[0], *val = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
+    if (PyExceptionInstance_Check(typ))
+        PyErr_SetObject((PyObject *)Py_TYPE(typ), typ);
+    else if (PyExceptionClass_Check(typ))
+        PyErr_SetObject(typ, val);
+    else
+        PyErr_Format(PyExc_TypeError, "exceptions must derive from BaseException, not %.100s",
+                     Py_TYPE(typ)->tp_name);
+    return NULL;
+}
+
+static PyObject *
+await_close(bc_WakerAwait *it, PyObject *Py_UNUSED(ignored))
+{
+    if (it->inner != NULL && PyObject_HasAttrString(it->inner, "close"))
+        return PyObject_CallMethod(it->inner, "close", NULL);
+    Py_RETURN_NONE;
+}
+
+static int
+await_traverse(bc_WakerAwait *it, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(it));
+    Py_VISIT(it->waker);
+    Py_VISIT(it->fut);
+    Py_VISIT(it->mark);
+    Py_VISIT(it->result);
+    Py_VISIT(it->loop);
+    Py_VISIT(it->ready);
+    Py_VISIT(it->drain);
+    Py_VISIT(it->inner);
+    return 0;
+}
+
+static int
+await_clear(bc_WakerAwait *it)
+{
+    Py_CLEAR(it->waker);
+    Py_CLEAR(it->fut);
+    Py_CLEAR(it->mark);
+    Py_CLEAR(it->result);
+    Py_CLEAR(it->loop);
+    Py_CLEAR(it->ready);
+    Py_CLEAR(it->drain);
+    Py_CLEAR(it->inner);
+    return 0;
+}
+
+static void
+await_dealloc(bc_WakerAwait *it)
+{
+    PyTypeObject *tp = Py_TYPE(it);
+    PyObject_GC_UnTrack(it);
+    await_clear(it);
+    tp->tp_free(it);
+    Py_DECREF(tp);
+}
+
+PyDoc_STRVAR(await_send_doc,
+"send($self, value, /)\n--\n\n"
+"The task's step: ask (value is None), or pass it on once handed over.");
+PyDoc_STRVAR(await_throw_doc,
+"throw($self, typ, val=None, tb=None, /)\n--\n\n"
+"Cancel the future while asking, and raise what was thrown; pass it on once handed over.");
+PyDoc_STRVAR(await_close_doc, "close($self, /)\n--\n\nClose the future's own iterator, if any.");
+
+static PyMethodDef await_methods[] = {
+    {"send", (PyCFunction)await_send, METH_O, await_send_doc},
+    {"throw", (PyCFunction)(void (*)(void))await_throw, METH_FASTCALL, await_throw_doc},
+    {"close", (PyCFunction)await_close, METH_NOARGS, await_close_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot await_slots[] = {
+    {Py_tp_dealloc, await_dealloc},
+    {Py_tp_traverse, await_traverse},
+    {Py_tp_clear, await_clear},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, await_iternext},
+    {Py_tp_methods, await_methods},
+    {Py_tp_doc, (void *)"What `await` runs for a GPU future in its spin window "
+                        "(_Waker.awaiting)."},
+    {0, NULL},
+};
+
+static PyType_Spec await_spec = {
+    .name = "barecuda._driver._WakerAwait",
+    .basicsize = sizeof(bc_WakerAwait),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = await_slots,
+};
+
+PyDoc_STRVAR(awaiting_doc,
+"awaiting($self, fut, mark, result, spin_until, token, loop, ready, fd, drain, hold)\n"
+"--\n\n"
+"What `await fut` runs (aio.py's GPUFuture.__await__): until spin_until (loop\n"
+"time) it asks `mark` (an Event) each time its task runs, holding the loop for up\n"
+"to `hold` seconds while its ready deque `ready` is empty (None: never; as ask()\n"
+"with `fd`, calling drain() when only this Waker's fd was ready), sets fut's\n"
+"result to `result` when the mark is done, then hands over to fut's own\n"
+"iterator.  The watch of `token` is no longer asked by poll().");
+
+static PyObject *
+waker_awaiting(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bc_State *st = bc_state_of((PyObject *)self);
+    if (nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "awaiting() takes 10 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    wk_core *c = waker_core(st, self, "awaiting()");
+    if (c == NULL || bc_event_check(st, args[1], "awaiting(): mark") == NULL)
+        return NULL;
+    double spin_until = PyFloat_AsDouble(args[3]), hold = PyFloat_AsDouble(args[9]);
+    unsigned long long token = PyLong_AsUnsignedLongLong(args[4]);
+    long fd = PyLong_AsLong(args[7]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!(hold >= 0.0 && hold <= 1.0)) {
+        PyErr_Format(PyExc_ValueError, "awaiting(): hold must be from 0 to 1 s, not %R",
+                     args[9]);
+        return NULL;
+    }
+    PyObject *now = PyObject_CallMethodNoArgs(args[5], st->str_time);
+    double loop_now = now != NULL ? PyFloat_AsDouble(now) : -1.0;
+    Py_XDECREF(now);
+    if (loop_now == -1.0 && PyErr_Occurred())
+        return NULL;
+    bc_WakerAwait *it = PyObject_GC_New(bc_WakerAwait, (PyTypeObject *)st->WakerAwaitType);
+    if (it == NULL)
+        return NULL;
+    it->waker = Py_NewRef((PyObject *)self);
+    it->fut = Py_NewRef(args[0]);
+    it->mark = Py_NewRef(args[1]);
+    it->result = Py_NewRef(args[2]);
+    it->loop = Py_NewRef(args[5]);
+    it->ready = args[6] == Py_None ? NULL : Py_NewRef(args[6]);
+    it->drain = Py_NewRef(args[8]);
+    it->inner = NULL;
+    it->fd = fd >= 0 && fd <= INT_MAX ? (int)fd : -1;
+    it->until_ns = bc_monotonic_ns() + (int64_t)((spin_until - loop_now) * 1e9);
+    it->hold_ns = (int64_t)(hold * 1e9);
+    PyObject_GC_Track(it);
+    unpoll_token(c, token);     /* asked here: poll() (for futures awaited other ways) need not */
+    return (PyObject *)it;
 }
 
 PyDoc_STRVAR(poll_doc,
@@ -1066,6 +1378,7 @@ static PyMethodDef waker_methods[] = {
     {"drain", (PyCFunction)waker_drain, METH_NOARGS, drain_doc},
     {"ask", (PyCFunction)(void (*)(void))waker_ask, METH_FASTCALL, ask_doc},
     {"unpoll", (PyCFunction)waker_unpoll, METH_O, unpoll_doc},
+    {"awaiting", (PyCFunction)(void (*)(void))waker_awaiting, METH_FASTCALL, awaiting_doc},
     {"poll", (PyCFunction)(void (*)(void))waker_poll, METH_FASTCALL, poll_doc},
     {"close", (PyCFunction)waker_close, METH_NOARGS, close_doc},
     {"_stats", (PyCFunction)waker_stats, METH_NOARGS | METH_CLASS, stats_doc},
@@ -1116,5 +1429,7 @@ bc_waker_setup(PyObject *m, bc_State *st)
     if (bc_context_on(BC_CTX_DETACHING, on_context_going) < 0 ||
         bc_context_on(BC_CTX_LETTING_GO, on_context_going) < 0)
         return -1;
-    return bc_add_type(m, &waker_spec, NULL, &st->WakerType);
+    if (bc_add_type(m, &waker_spec, NULL, &st->WakerType) < 0)
+        return -1;
+    return bc_add_type(m, &await_spec, NULL, &st->WakerAwaitType);
 }

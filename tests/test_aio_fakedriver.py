@@ -506,12 +506,35 @@ def test_set_await_spin_refuses_bad_values(fake_driver):
     expect(TypeError, "at most 2 arguments", w.poll, 0.0, -1, 0)
     e.close()
     expect(drv.LogicError, "this Event was closed", w.ask, e)
+    loop = asyncio.new_event_loop()
+    fut = loop.create_future()
+    args = [fut, drv.Event(), None, 0.0, 1, loop, None, -1, lambda: None, 0.0]
+    it = w.awaiting(*args)                           # the window is over: hands over to
+    assert next(it) is fut                           # the future's own iterator (a task
+    fut.set_result(7)                                # then waits for its done-callback)
+    expect(StopIteration, "7", it.send, None)
+    fut = loop.create_future()
+    args[0] = fut
+    expect(TypeError, "awaiting() takes 10 arguments (9 given)", w.awaiting, *args[:9])
+    expect(TypeError, "awaiting(): mark must be an Event, not barecuda.driver.Stream", w.awaiting,
+           *args[:1], s, *args[2:])
+    for bad in (-0.5, 1.5, float("nan")):
+        expect(ValueError, "hold must be from 0 to 1 s", w.awaiting, *args[:9], bad)
+    expect(TypeError, "", w.awaiting, *args[:3], "soon", *args[4:])
+    expect(AttributeError, "", w.awaiting, *args[:5], object(), *args[6:])   # no time()
+    it = w.awaiting(fut, drv.Event().record(s), "r", loop.time() + 1.0, 1, loop, None, -1,
+                    lambda: None, 0.0)
+    expect(ValueError, "boom", it.throw, ValueError("boom"))   # thrown in while asking:
+    assert fut.cancelled()                           # the future is cancelled, it goes up
+    expect(TypeError, "exceptions must derive from BaseException", it.throw, 3)
+    loop.close()
     assert w.unpoll(12345) is None                   # not pending: ignored
     expect(TypeError, "unpoll(): token must be an int, not str", w.unpoll, "1")
     expect(OverflowError, "", w.unpoll, -1)
     w.close()
     expect(drv.LogicError, "this Waker was closed", w.unpoll, 1)
     expect(drv.LogicError, "this Waker was closed", w.ask, drv.Event())
+    expect(drv.LogicError, "this Waker was closed", w.awaiting, *args)
     expect(drv.LogicError, "this Waker was closed", w.poll)
     finish()
     """)

@@ -20,7 +20,7 @@
     X(GraphExecType) X(ArrayType) X(ArrayDescriptorType)                       \
     X(ArrayDescriptor3DType) X(TextureObjectType) X(SurfaceObjectType)         \
     X(ArrayBaseType) X(HotEntryType) X(OpTableType) X(HostViewType)            \
-    X(LinkerType) X(NcclCommType) X(WakerType)                                              \
+    X(LinkerType) X(NcclCommType) X(WakerType) X(WakerAwaitType)                             \
     /* other objects */                                                        \
     X(contexts)        /* dict: int(CUcontext) -> weakref to Context */        \
     X(default_context) /* Context activated when none is current */           \
@@ -31,7 +31,10 @@
     X(ipc_exported)    /* set: IPC handles this process exported (memory.c) */ \
     X(bench_armed)     /* (Function, bytes): the launch _bench_fire makes */   \
     X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
-    X(str_shared_size) X(str_gpudata) X(str_cai) X(str_cuda_stream)
+    X(str_shared_size) X(str_gpudata) X(str_cai) X(str_cuda_stream)          \
+    /* what an await asks of its future and loop (src/waker.c) */              \
+    X(str_done) X(str_set_result) X(str_time) X(str_when) X(str_scheduled)     \
+    X(str_await)
 
 typedef struct {
 #define BC_STATE_FIELD(name) PyObject *name;

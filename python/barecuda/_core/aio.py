@@ -133,6 +133,7 @@ class _LoopWaker:
         self._pending[token] = (weakref.ref(fut), result)
         if mark is not None:
             fut._mark, fut._gpu_result, fut._waker, fut._token = mark, result, self, token
+            fut._loop_ref = loop
             fut._spin_until = loop.time() + _spin
         return fut
 
@@ -201,43 +202,27 @@ def _future_type() -> Any:
 
     class GPUFuture(asyncio.Future):  # type: ignore[type-arg]
         """A future of GPU work.  Awaited directly (``await stream``), it asks its
-        mark itself each time its task runs while its spin window lasts (holding
-        the loop while it has nothing else to run: _LoopWaker.hold) and, the work
-        done, returns at once: no done-callback, no pass of the loop in between.
-        Awaited in other ways (``gather``) it is an ordinary future, answered by
-        the loop's _poll or the driver's callback."""
+        mark itself each time its task runs while its spin window lasts, holding
+        the loop while it has nothing else to run, and, the work done, returns at
+        once: no done-callback, no pass of the loop in between (in C:
+        ``_Waker.awaiting``, which also drains the waker's fd when nothing else
+        is ready).  Awaited in other ways (``gather``) it is an ordinary future,
+        answered by the loop's _poll or the driver's callback."""
 
         _spin_until = 0.0
         _mark: Any = None
         _gpu_result: Any = None
         _waker: Any = None
         _token = 0
+        _loop_ref: Any = None
 
         def __await__(self) -> Any:
-            loop = self.get_loop()
             waker = self._waker
-            if waker is not None and not self.done():
-                waker._waker.unpoll(self._token)    # asked here, not by the loop's _poll
-            try:
-                while not self.done():
-                    left = self._spin_until - loop.time()
-                    if left <= 0.0:
-                        break
-                    try:
-                        done = waker._waker.ask(self._mark, waker.hold(loop, left), waker.fd)
-                    except Exception:  # a fault, or the event closed: the callback tells
-                        break
-                    if done:
-                        self.set_result(self._gpu_result)
-                        break
-                    if done is None:    # only the waker's own fd was ready (late callbacks
-                        waker._drain()  # of answered awaits, mostly): drained here, no pass
-                        continue
-                    yield       # a bare yield: the task runs again on the next pass
-            except BaseException:   # the task was cancelled meanwhile: so is the future
-                self.cancel()
-                raise
-            return (yield from super().__await__())
+            if waker is None:           # no spin window: an ordinary future
+                return super().__await__()
+            return waker._waker.awaiting(                           # src/waker.c
+                self, self._mark, self._gpu_result, self._spin_until, self._token,
+                self._loop_ref, waker._ready, waker.fd, waker._drain, _HOLD)
 
         __iter__ = __await__
 
