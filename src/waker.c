@@ -1147,8 +1147,14 @@ waker_awaiting(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     wk_core *c = waker_core(st, self, "awaiting()");
-    if (c == NULL || bc_event_check(st, args[1], "awaiting(): mark") == NULL)
+    if (c == NULL)
         return NULL;
+    if (!PyObject_TypeCheck(args[1], (PyTypeObject *)st->EventType)) {
+        /* (a mark closed, or of a context gone, is fine: the first step hands over) */
+        PyErr_Format(PyExc_TypeError, "awaiting(): mark must be an Event, not %.100s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
     double spin_until = PyFloat_AsDouble(args[3]), hold = PyFloat_AsDouble(args[9]);
     unsigned long long token = PyLong_AsUnsignedLongLong(args[4]);
     long fd = PyLong_AsLong(args[7]);
