@@ -22,13 +22,14 @@
  * on the H200 lent to us an await woken that way took a median 150 to 190 us,
  * against 5 to 9 for a spinning synchronize().  So a watch may also be given a
  * spin window: for its first `spin` seconds it may be asked about from the loop.
- * watch() then returns the mark, which a task awaiting it directly asks with ask()
- * each time it runs (aio.py's GPUFuture); poll(), which the loop calls on each of
+ * watch() then returns the mark, which a task awaiting it directly asks each time
+ * it runs, through the iterator awaiting() returns (aio.py's GPUFuture.__await__:
+ * no Python runs per step); poll(), which the loop calls on each of
  * its passes while futures awaited in other ways are in their window, asks the
  * marks of every watch in its window and answers at once those that are done
  * (the callback, when it comes, then only lets go of what they kept).  Both ask
  * once, or, given a budget (the loop has nothing else to run), again and again in
- * C for up to that budget, looking every 2 us (or more where a system call is
+ * C for up to that budget, looking every 10 us (or more where a system call is
  * slow: WK_FD_EVERY_NS) at the loop's selector fd and giving the loop back as soon
  * as it has something to read.  A mark says when the
  * watched work is done, not the work queued after it, so awaits on several
@@ -712,12 +713,13 @@ waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* How often a held ask (below) looks at the loop's fd: at this cadence a loop held
- * for the GPU still sees its sockets, timers' wake-ups and call_soon_threadsafe.
- * Where a system call is slow (a sandboxed kernel: 5 to 10 us a poll() on some of
- * the lent machines, against 0.3 natively) the ask looks less often, so that at
- * at most a ninth of it goes on looking: every WK_FD_COST_SHARE times what the last
- * look took. */
-#define WK_FD_EVERY_NS 2000
+ * for the GPU still sees its sockets, timers' wake-ups and call_soon_threadsafe
+ * within about one pass of the loop (4 to 20 us on the lent H200s).  On those
+ * machines the wake-up was the same, within their noise, looking every 2, 20 or
+ * 100 us or never (12.3 to 13.4 us medians, 300 trials each, interleaved).  Where
+ * a system call is slow the ask looks less often, so that at most a ninth of it
+ * goes on looking: every WK_FD_COST_SHARE times what the last look took. */
+#define WK_FD_EVERY_NS 10000
 #define WK_FD_COST_SHARE 8
 
 /* What a held ask found at the loop's fd: nothing, the Waker's own fd alone (the

@@ -20,7 +20,7 @@ below); a future awaited in other ways (``gather``, ``wait``) is asked by the
 loop's ``_poll``, queued once per pass while any such future is in its window.
 An ask holds the loop only while it has nothing else to run: when asyncio's own
 loop has no ready callback and no timer due, the ask goes on in C for up to
-``_HOLD`` (200 us), looking at the loop's selector fd every 2 us (less often where
+``_HOLD`` (200 us), looking at the loop's selector fd every 10 us (less often where
 a system call is slow: src/waker.c) and giving the loop back as soon as a socket, a
 timer's wake-up or ``call_soon_threadsafe`` needs it.  When only the waker's own fd
 is ready (late callbacks of awaits already answered, mostly), the task drains it
