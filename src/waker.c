@@ -21,19 +21,17 @@
  * The driver's callback thread is slow to wake, and so is a loop asleep in epoll:
  * on the H200 lent to us an await woken that way took a median 150 to 190 us,
  * against 5 to 9 for a spinning synchronize().  So a watch may also be given a
- * spin window: for its first `spin` seconds it may be asked about from the loop.
- * watch() then returns the mark, which a task awaiting it directly asks each time
- * it runs, through the iterator awaiting() returns (aio.py's GPUFuture.__await__:
- * no Python runs per step); poll(), which the loop calls on each of
+ * spin window: for its first `spin` seconds it is asked about from the loop, one
+ * event query (no system call) per pass.  watch() then returns the mark, which a
+ * task awaiting it directly asks each time it runs, through the iterator
+ * awaiting() returns (aio.py's GPUFuture.__await__: no Python runs per step), and
+ * resumes in the pass that finds it done; poll(), which the loop calls on each of
  * its passes while futures awaited in other ways are in their window, asks the
  * marks of every watch in its window and answers at once those that are done
- * (the callback, when it comes, then only lets go of what they kept).  Both ask
- * once, or, given a budget (the loop has nothing else to run), again and again in
- * C for up to that budget, looking every 10 us (or more where a system call is
- * slow: WK_FD_EVERY_NS) at the loop's selector fd and giving the loop back as soon
- * as it has something to read.  A mark says when the
- * watched work is done, not the work queued after it, so awaits on several
- * streams wake in the order their work completes (to within one pass of the loop).
+ * (the callback, when it comes, then only lets go of what they kept).  A mark
+ * says when the watched work is done, not the work queued after it, so awaits on
+ * several streams wake in the order their work completes (to within one pass of
+ * the loop).
  * A watch still busy when its window ends, or whose mark reports an error, is left
  * to its callback (which brings the error).  A watch answered before its callback
  * still has that callback queued on the stream: work queued there next starts
@@ -55,11 +53,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 #ifdef __linux__
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #endif
 
@@ -712,136 +708,6 @@ waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
     return out;
 }
 
-/* How often a held ask (below) looks at the loop's fd: at this cadence a loop held
- * for the GPU still sees its sockets, timers' wake-ups and call_soon_threadsafe
- * within about one pass of the loop (4 to 20 us on the lent H200s).  On those
- * machines the wake-up was the same, within their noise, looking every 2, 20 or
- * 100 us or never (12.3 to 13.4 us medians, 300 trials each, interleaved).  Where
- * a system call is slow the ask looks less often, so that at most a ninth of it
- * goes on looking: every WK_FD_COST_SHARE times what the last look took. */
-#define WK_FD_EVERY_NS 10000
-#define WK_FD_COST_SHARE 8
-
-/* What a held ask found at the loop's fd: nothing, the Waker's own fd alone (the
- * late callbacks of awaits already answered, mostly: the caller drains it and asks
- * on, without a pass of the loop), or something else for the loop. */
-enum { WK_LOOP_IDLE, WK_LOOP_OWN_FD, WK_LOOP_BUSY };
-
-static int
-look_at_loop(int fd, int own_fd)
-{
-#ifdef __linux__
-    /* an epoll fd (asyncio's selector on Linux) tells which of its fds are ready,
-     * consuming nothing (asyncio registers them level-triggered) */
-    struct epoll_event ready[4];
-    int n = epoll_wait(fd, ready, 4, 0);
-    if (n >= 0) {
-        for (int i = 0; i < n; i++)
-            if (ready[i].data.fd != own_fd)
-                return WK_LOOP_BUSY;
-        return n == 0 ? WK_LOOP_IDLE : WK_LOOP_OWN_FD;
-    }
-#else
-    (void)own_fd;
-#endif
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) == 0 ? WK_LOOP_IDLE : WK_LOOP_BUSY;   /* an error: the loop looks */
-}
-
-/* GIL held, lock not held.  Ask n events (cuEventQuery) until one of them is busy
- * no more: its index, with its answer in rc[i] (the ones before it answered
- * NOT_READY in that round).  Every one is asked once; then, for up to budget_ns,
- * again and again, unless `fd` (the loop's selector, -1 for none) has something
- * to read, looked at every WK_FD_EVERY_NS or more (above): -1 when none answered,
- * -2 when `own_fd` alone was ready.  The GIL stays held (no other thread can close
- * an event or a context meanwhile): the caller keeps budget_ns short. */
-static Py_ssize_t
-ask_marks(const CUevent *marks, CUresult *rc, Py_ssize_t n, int64_t budget_ns, int fd,
-          int own_fd)
-{
-    int64_t start = budget_ns > 0 ? bc_monotonic_ns() : 0;
-    int64_t look_at_fd = start + WK_FD_EVERY_NS;
-    for (;;) {
-        for (Py_ssize_t i = 0; i < n; i++)
-            if ((rc[i] = bc_drv.cuEventQuery(marks[i])) != CUDA_ERROR_NOT_READY)
-                return i;
-        if (budget_ns <= 0)
-            return -1;
-        int64_t now = bc_monotonic_ns();
-        if (now - start >= budget_ns)
-            return -1;
-        if (fd >= 0 && now >= look_at_fd) {
-            int loop = look_at_loop(fd, own_fd);
-            if (loop != WK_LOOP_IDLE)
-                return loop == WK_LOOP_OWN_FD ? -2 : -1;
-            int64_t looked = bc_monotonic_ns(), cost = WK_FD_COST_SHARE * (looked - now);
-            look_at_fd = looked + (cost > WK_FD_EVERY_NS ? cost : WK_FD_EVERY_NS);
-        }
-    }
-}
-
-/* A held ask's budget (seconds, 0 to 1) and the fd to look at, from Python. */
-static int
-hold_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t first, const char *fn,
-          int64_t *budget_ns, int *fd)
-{
-    *budget_ns = 0;
-    *fd = -1;
-    if (nargs > first) {
-        double budget = PyFloat_AsDouble(args[first]);
-        if (budget == -1.0 && PyErr_Occurred())
-            return -1;
-        if (!(budget >= 0.0 && budget <= 1.0)) {
-            PyErr_Format(PyExc_ValueError, "%s: budget must be from 0 to 1 s, not %R", fn,
-                         args[first]);
-            return -1;
-        }
-        *budget_ns = (int64_t)(budget * 1e9);
-    }
-    if (nargs > first + 1) {
-        long long value;
-        if (bc_arg_long(args[first + 1], "fd", -1, INT_MAX, &value) < 0)
-            return -1;
-        *fd = (int)value;
-    }
-    return 0;
-}
-
-PyDoc_STRVAR(ask_doc,
-"ask($self, mark, budget=0.0, fd=-1)\n--\n\n"
-"True once the work before `mark` (an Event) is done, else False; raises the\n"
-"error the event reports.  Asks once, then again for up to `budget` seconds\n"
-"(0 to 1), the GIL held, unless `fd` (a file descriptor that polls readable when\n"
-"the loop has I/O to serve: its selector's) turns readable; None (not done) when\n"
-"only this Waker's own fd was ready there: drain() it and ask again.");
-
-static PyObject *
-waker_ask(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    bc_State *st = bc_state_of((PyObject *)self);
-    if (nargs < 1 || nargs > 3) {
-        PyErr_Format(PyExc_TypeError, "ask() takes from 1 to 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    bc_Event *mark = bc_event_check(st, args[0], "ask(): mark");
-    int64_t budget_ns;
-    int fd;
-    if (mark == NULL || hold_args(args, nargs, 1, "ask()", &budget_ns, &fd) < 0)
-        return NULL;
-    CUresult rc;
-    wk_core *c = waker_core(st, self, "ask()");
-    if (c == NULL)
-        return NULL;
-    Py_ssize_t asked = ask_marks(&mark->handle, &rc, 1, budget_ns, fd, c->rfd);
-    if (asked == -2)
-        Py_RETURN_NONE;
-    if (asked < 0)
-        Py_RETURN_FALSE;
-    if (bc_check(st, rc, "cuEventQuery") < 0)
-        return NULL;
-    Py_RETURN_TRUE;
-}
-
 PyDoc_STRVAR(unpoll_doc,
 "unpoll($self, token)\n--\n\n"
 "poll() asks no more about the watch of `token` (its task asks it itself with\n"
@@ -882,115 +748,64 @@ waker_unpoll(bc_Waker *self, PyObject *token_obj)
 
 /* ------------------------------------------------------ a direct await, in C */
 
-/* What `await fut` runs while fut (aio.py's GPUFuture) is in its spin window:
- * each time its task runs, it asks the await's mark, holding the loop in C while
- * it has nothing else to run (its ready deque empty, no timer due: up to `hold`
- * seconds); when only the Waker's own fd was ready, it calls the loop waker's
- * _drain and asks on.  Done, it sets the future's result; then, or once the
- * window is over, the mark reports an error or the future is done some other way,
- * it hands over to the future's own iterator (the task then waits for the
- * future's done-callback).  The same steps as a Python generator would take, less
- * the interpreter's cost per step: on the lent H200s that cost was 10 to 15 us of
- * a wake-up whose floor (synchronize) is 6 to 9. */
+/* What `await fut` runs while fut (aio.py's GPUFuture) is in its spin window: each
+ * time its task runs, one query of the await's mark; done, it sets the future's
+ * result; then, or once the window is over, the mark reports an error or the
+ * future is done some other way, it hands over to the future's own iterator (the
+ * task then waits for the future's done-callback).  The steps a Python generator
+ * took, less the interpreter's cost per step: on the lent H200s that cost was 10
+ * to 15 us of a wake-up whose floor (synchronize) is 6 to 9.
+ *
+ * (A longer ask that held an idle loop in C, looking at its selector every few
+ * microseconds, was tried: on the lent H200s it woke later than one query per
+ * pass in the benchmark, twice, and it kept the GIL from the process's other
+ * threads.) */
 typedef struct {
     PyObject_HEAD
-    PyObject *waker;           /* the _Waker, which asks */
+    PyObject *waker;           /* the _Waker */
     PyObject *fut;
     PyObject *mark;            /* an Event */
     PyObject *result;          /* what the future is given */
-    PyObject *loop;
-    PyObject *ready;           /* the loop's ready deque; NULL: never held */
-    PyObject *drain;           /* the loop waker's _drain */
     PyObject *inner;           /* once handed over: the future's own iterator */
-    int fd;                    /* the loop's selector fd, -1: never held */
     int64_t until_ns;          /* the window's end (monotonic) */
-    int64_t hold_ns;           /* the longest one ask holds the loop */
 } bc_WakerAwait;
 
 enum { AW_YIELD, AW_HAND_OVER, AW_ERROR };
 
-/* How long the next ask may hold the loop (ns), at `now`: 0 unless the loop has
- * no callback ready, else up to the window's end, hold_ns and its next timer. */
-static int64_t
-await_hold(bc_State *st, bc_WakerAwait *it, int64_t now)
-{
-    if (it->ready == NULL || it->fd < 0 || it->hold_ns <= 0)
-        return 0;
-    Py_ssize_t n = PyObject_Size(it->ready);
-    if (n != 0) {
-        if (n < 0)
-            PyErr_Clear();
-        return 0;
-    }
-    int64_t budget = it->until_ns - now < it->hold_ns ? it->until_ns - now : it->hold_ns;
-    PyObject *timers = PyObject_GetAttr(it->loop, st->str_scheduled);
-    if (timers != NULL && PyList_Check(timers) && PyList_GET_SIZE(timers) > 0) {
-        PyObject *when = PyObject_CallMethodNoArgs(PyList_GET_ITEM(timers, 0), st->str_when);
-        PyObject *at = when != NULL ? PyObject_CallMethodNoArgs(it->loop, st->str_time) : NULL;
-        double due = at != NULL ? PyFloat_AsDouble(when) - PyFloat_AsDouble(at) : 0.0;
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            due = 0.0;
-        }
-        if (due * 1e9 < (double)budget)
-            budget = (int64_t)(due * 1e9);
-        Py_XDECREF(when);
-        Py_XDECREF(at);
-    }
-    if (timers == NULL)
-        PyErr_Clear();
-    Py_XDECREF(timers);
-    return budget > 0 ? budget : 0;
-}
-
-/* One step of the task: ask until the loop must be given back (AW_YIELD), the
- * future is answered or must be left to its callback (AW_HAND_OVER), or an
- * error was raised (AW_ERROR). */
+/* One step of the task: the GPU is still busy (AW_YIELD), the future is answered
+ * or must be left to its callback (AW_HAND_OVER), or an error was raised. */
 static int
 await_ask(bc_WakerAwait *it)
 {
     bc_State *st = bc_state_of(it->waker);
-    for (;;) {
-        PyObject *done = PyObject_CallMethodNoArgs(it->fut, st->str_done);
-        int is_done = done != NULL ? PyObject_IsTrue(done) : -1;
-        Py_XDECREF(done);
-        if (is_done != 0)
-            return is_done < 0 ? AW_ERROR : AW_HAND_OVER;
-        int64_t now = bc_monotonic_ns();
-        wk_core *c = ((bc_Waker *)it->waker)->core;
-        if (now >= it->until_ns || c == NULL)
-            return AW_HAND_OVER;
-        int64_t budget = await_hold(st, it, now);
-        bc_Event *mark = bc_event_check(st, it->mark, "mark");
-        if (mark == NULL) {         /* closed by its owner, or its context gone */
-            PyErr_Clear();
-            return AW_HAND_OVER;    /* the callback or a hook answers */
-        }
-        CUresult rc;
-        Py_ssize_t asked = ask_marks(&mark->handle, &rc, 1, budget, it->fd, c->rfd);
-        if (asked == -1)
-            return AW_YIELD;
-        if (asked == -2) {          /* only the Waker's fd: drained here, no pass */
-            PyObject *r = PyObject_CallNoArgs(it->drain);
-            if (r == NULL)
-                return AW_ERROR;
-            Py_DECREF(r);
-            continue;
-        }
-        if (rc == CUDA_SUCCESS) {   /* done: the future's own iterator returns it */
-            PyObject *r = PyObject_CallMethodOneArg(it->fut, st->str_set_result, it->result);
-            if (r == NULL)
-                PyErr_Clear();      /* done meanwhile (cancelled): it says so */
-            Py_XDECREF(r);
-        }
-        return AW_HAND_OVER;        /* or a fault: the callback brings the error */
+    PyObject *done = PyObject_CallMethodNoArgs(it->fut, st->str_done);
+    int is_done = done != NULL ? PyObject_IsTrue(done) : -1;
+    Py_XDECREF(done);
+    if (is_done != 0)
+        return is_done < 0 ? AW_ERROR : AW_HAND_OVER;
+    if (bc_monotonic_ns() >= it->until_ns || ((bc_Waker *)it->waker)->core == NULL)
+        return AW_HAND_OVER;
+    bc_Event *mark = bc_event_check(st, it->mark, "mark");
+    if (mark == NULL) {             /* closed by its owner, or its context gone */
+        PyErr_Clear();
+        return AW_HAND_OVER;        /* the callback or a hook answers */
     }
+    CUresult rc = bc_drv.cuEventQuery(mark->handle);
+    if (rc == CUDA_ERROR_NOT_READY)
+        return AW_YIELD;
+    if (rc == CUDA_SUCCESS) {       /* done: the future's own iterator returns it */
+        PyObject *r = PyObject_CallMethodOneArg(it->fut, st->str_set_result, it->result);
+        if (r == NULL)
+            PyErr_Clear();          /* done meanwhile (cancelled): it says so */
+        Py_XDECREF(r);
+    }
+    return AW_HAND_OVER;            /* or a fault: the callback brings the error */
 }
 
 static PyObject *
 await_iternext(bc_WakerAwait *it)
 {
-    while (it->inner == NULL) {
+    if (it->inner == NULL) {
         int step = await_ask(it);
         if (step == AW_YIELD)
             Py_RETURN_NONE;         /* a bare yield: the task runs again next pass */
@@ -1064,9 +879,6 @@ await_traverse(bc_WakerAwait *it, visitproc visit, void *arg)
     Py_VISIT(it->fut);
     Py_VISIT(it->mark);
     Py_VISIT(it->result);
-    Py_VISIT(it->loop);
-    Py_VISIT(it->ready);
-    Py_VISIT(it->drain);
     Py_VISIT(it->inner);
     return 0;
 }
@@ -1078,9 +890,6 @@ await_clear(bc_WakerAwait *it)
     Py_CLEAR(it->fut);
     Py_CLEAR(it->mark);
     Py_CLEAR(it->result);
-    Py_CLEAR(it->loop);
-    Py_CLEAR(it->ready);
-    Py_CLEAR(it->drain);
     Py_CLEAR(it->inner);
     return 0;
 }
@@ -1131,21 +940,18 @@ static PyType_Spec await_spec = {
 };
 
 PyDoc_STRVAR(awaiting_doc,
-"awaiting($self, fut, mark, result, spin_until, token, loop, ready, fd, drain, hold)\n"
-"--\n\n"
-"What `await fut` runs (aio.py's GPUFuture.__await__): until spin_until (loop\n"
-"time) it asks `mark` (an Event) each time its task runs, holding the loop for up\n"
-"to `hold` seconds while its ready deque `ready` is empty (None: never; as ask()\n"
-"with `fd`, calling drain() when only this Waker's fd was ready), sets fut's\n"
-"result to `result` when the mark is done, then hands over to fut's own\n"
-"iterator.  The watch of `token` is no longer asked by poll().");
+"awaiting($self, fut, mark, result, spin_until, token, loop)\n--\n\n"
+"What `await fut` runs (aio.py's GPUFuture.__await__): until spin_until (in the\n"
+"time of `loop`, fut's loop) it queries `mark` (an Event) each time its task\n"
+"runs, sets fut's result to `result` when the mark is done, then hands over to\n"
+"fut's own iterator.  The watch of `token` is no longer asked by poll().");
 
 static PyObject *
 waker_awaiting(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    if (nargs != 10) {
-        PyErr_Format(PyExc_TypeError, "awaiting() takes 10 arguments (%zd given)", nargs);
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "awaiting() takes 6 arguments (%zd given)", nargs);
         return NULL;
     }
     wk_core *c = waker_core(st, self, "awaiting()");
@@ -1157,16 +963,10 @@ waker_awaiting(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
                      Py_TYPE(args[1])->tp_name);
         return NULL;
     }
-    double spin_until = PyFloat_AsDouble(args[3]), hold = PyFloat_AsDouble(args[9]);
+    double spin_until = PyFloat_AsDouble(args[3]);
     unsigned long long token = PyLong_AsUnsignedLongLong(args[4]);
-    long fd = PyLong_AsLong(args[7]);
     if (PyErr_Occurred())
         return NULL;
-    if (!(hold >= 0.0 && hold <= 1.0)) {
-        PyErr_Format(PyExc_ValueError, "awaiting(): hold must be from 0 to 1 s, not %R",
-                     args[9]);
-        return NULL;
-    }
     PyObject *now = PyObject_CallMethodNoArgs(args[5], st->str_time);
     double loop_now = now != NULL ? PyFloat_AsDouble(now) : -1.0;
     Py_XDECREF(now);
@@ -1179,37 +979,23 @@ waker_awaiting(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
     it->fut = Py_NewRef(args[0]);
     it->mark = Py_NewRef(args[1]);
     it->result = Py_NewRef(args[2]);
-    it->loop = Py_NewRef(args[5]);
-    it->ready = args[6] == Py_None ? NULL : Py_NewRef(args[6]);
-    it->drain = Py_NewRef(args[8]);
     it->inner = NULL;
-    it->fd = fd >= 0 && fd <= INT_MAX ? (int)fd : -1;
     it->until_ns = bc_monotonic_ns() + (int64_t)((spin_until - loop_now) * 1e9);
-    it->hold_ns = (int64_t)(hold * 1e9);
     PyObject_GC_Track(it);
     unpoll_token(c, token);     /* asked here: poll() (for futures awaited other ways) need not */
     return (PyObject *)it;
 }
 
 PyDoc_STRVAR(poll_doc,
-"poll($self, budget=0.0, fd=-1)\n--\n\n"
+"poll($self)\n--\n\n"
 "Ask the GPU about the watches still in their spin window: ([token, ...] of those\n"
 "whose work is done, answered now and not again by drain(); how many are still\n"
-"in their window).  An event query each (no system call), then, while none is\n"
-"done, again for up to `budget` seconds within their windows, as ask() does.");
+"in their window).  An event query each: no system call.");
 
 static PyObject *
-waker_poll(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
+waker_poll(bc_Waker *self, PyObject *Py_UNUSED(ignored))
 {
     bc_State *st = bc_state_of((PyObject *)self);
-    if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "poll() takes at most 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    int64_t budget_ns;
-    int fd;
-    if (hold_args(args, nargs, 0, "poll()", &budget_ns, &fd) < 0)
-        return NULL;
     wk_core *c = waker_core(st, self, "poll()");
     if (c == NULL)
         return NULL;
@@ -1220,56 +1006,45 @@ waker_poll(bc_Waker *self, PyObject *const *args, Py_ssize_t nargs)
      * between: only a thread holding the GIL frees them.  The tokens become
      * Python objects after the lock: an allocation may run the garbage
      * collector, and so any Python. */
-    wk_watch **asked = NULL;
-    CUevent *marks = NULL;
-    CUresult *rc = NULL;
+    typedef struct { wk_watch *w; CUevent mark; CUresult rc; } asked;
+    asked *ask = NULL;
     unsigned long long *idle = NULL;
     Py_ssize_t n_ask = 0, n_idle = 0, spinning;
-    int64_t now = bc_monotonic_ns(), latest = now;
+    int64_t now = bc_monotonic_ns();
     pthread_mutex_lock(&wk_lock);
     Py_ssize_t cap = c->spinning;
     if (cap > 0) {
-        asked = PyMem_RawMalloc((size_t)cap * sizeof *asked);
-        marks = PyMem_RawMalloc((size_t)cap * sizeof *marks);
-        rc = PyMem_RawMalloc((size_t)cap * sizeof *rc);
+        ask = PyMem_RawMalloc((size_t)cap * sizeof *ask);
         idle = PyMem_RawMalloc((size_t)cap * sizeof *idle);
     }
-    int no_memory = cap > 0 && (asked == NULL || marks == NULL || rc == NULL || idle == NULL);
+    int no_memory = cap > 0 && (ask == NULL || idle == NULL);
     for (wk_watch *w = wk_pending.next; !no_memory && w != &wk_pending; w = w->next) {
         if (w->core != c || w->spin_until == 0)
             continue;
         CUevent mark = ((bc_Event *)w->mark)->handle;   /* NULL: closed by its owner */
-        if (now > w->spin_until || mark == NULL) {
+        if (now > w->spin_until || mark == NULL)
             stop_spinning(w);   /* the callback answers it */
-            continue;
-        }
-        asked[n_ask] = w;
-        marks[n_ask] = mark;
-        rc[n_ask++] = CUDA_ERROR_NOT_READY;
-        if (w->spin_until > latest)
-            latest = w->spin_until;
+        else
+            ask[n_ask++] = (asked){w, mark, CUDA_ERROR_NOT_READY};
     }
     pthread_mutex_unlock(&wk_lock);
-    if (n_ask > 0)
-        ask_marks(marks, rc, n_ask, budget_ns < latest - now ? budget_ns : latest - now, fd,
-                  -1);   /* any fd ready, its own too: the loop looks (and drains) */
+    for (Py_ssize_t i = 0; i < n_ask; i++)
+        ask[i].rc = bc_drv.cuEventQuery(ask[i].mark);
     pthread_mutex_lock(&wk_lock);
     for (Py_ssize_t i = 0; i < n_ask; i++) {
-        wk_watch *w = asked[i];
+        wk_watch *w = ask[i].w;
         /* busy: ask again next time; an error: the callback brings it */
-        if (rc[i] == CUDA_ERROR_NOT_READY || w->spin_until == 0)
+        if (ask[i].rc == CUDA_ERROR_NOT_READY || w->spin_until == 0)
             continue;
         stop_spinning(w);
-        if (rc[i] == CUDA_SUCCESS && !w->answered) {
+        if (ask[i].rc == CUDA_SUCCESS && !w->answered) {
             w->answered = 1;
             idle[n_idle++] = w->token;
         }
     }
     spinning = c->spinning;
     pthread_mutex_unlock(&wk_lock);
-    PyMem_RawFree(asked);
-    PyMem_RawFree(marks);
-    PyMem_RawFree(rc);
+    PyMem_RawFree(ask);
     if (no_memory) {
         PyMem_RawFree(idle);
         return PyErr_NoMemory();
@@ -1384,10 +1159,9 @@ static PyMethodDef waker_methods[] = {
     {"fileno", (PyCFunction)waker_fileno, METH_NOARGS, fileno_doc},
     {"watch", (PyCFunction)(void (*)(void))waker_watch, METH_VARARGS | METH_KEYWORDS, watch_doc},
     {"drain", (PyCFunction)waker_drain, METH_NOARGS, drain_doc},
-    {"ask", (PyCFunction)(void (*)(void))waker_ask, METH_FASTCALL, ask_doc},
     {"unpoll", (PyCFunction)waker_unpoll, METH_O, unpoll_doc},
     {"awaiting", (PyCFunction)(void (*)(void))waker_awaiting, METH_FASTCALL, awaiting_doc},
-    {"poll", (PyCFunction)(void (*)(void))waker_poll, METH_FASTCALL, poll_doc},
+    {"poll", (PyCFunction)waker_poll, METH_NOARGS, poll_doc},
     {"close", (PyCFunction)waker_close, METH_NOARGS, close_doc},
     {"_stats", (PyCFunction)waker_stats, METH_NOARGS | METH_CLASS, stats_doc},
     {NULL, NULL, 0, NULL},

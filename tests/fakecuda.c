@@ -253,36 +253,6 @@ int fake_fire_nth(int i, int status) {   /* only the i-th queued (from 0): 1, or
     pthread_join(t, NULL);
     return 1;
 }
-/* As the driver's callback thread would, with no Python thread involved (one that
- * needs the GIL waits while the test's loop holds it): from a thread of its own,
- * `count` times, wait gap_us then fire the first callback queued on `stream`.
- * Returns at once; fake_fire_spaced_join() waits for that thread. */
-struct fake_spaced { unsigned long long stream; int status, count, gap_us; };
-static pthread_t spaced_thread;
-static int spaced_started;
-static void *spaced_fire(void *arg) {
-    struct fake_spaced *sp = arg;
-    for (int i = 0; i < sp->count; i++) {
-        usleep((useconds_t)sp->gap_us);
-        fake_fire_callbacks(sp->stream, sp->status, 1);
-    }
-    free(sp);
-    return NULL;
-}
-int fake_fire_spaced(unsigned long long stream, int status, int count, int gap_us) {
-    struct fake_spaced *sp = malloc(sizeof *sp);
-    if (!sp || spaced_started) { free(sp); return -1; }
-    *sp = (struct fake_spaced){stream, status, count, gap_us};
-    if (pthread_create(&spaced_thread, NULL, spaced_fire, sp) != 0) { free(sp); return -1; }
-    spaced_started = 1;
-    return 0;
-}
-int fake_fire_spaced_join(void) {
-    if (!spaced_started) return -1;
-    pthread_join(spaced_thread, NULL);
-    spaced_started = 0;
-    return 0;
-}
 unsigned long long fake_callback_stream(int i) {   /* the stream (origin) of the i-th queued */
     unsigned long long s = 0;
     pthread_mutex_lock(&cb_lock);

@@ -490,50 +490,36 @@ def test_set_await_spin_refuses_bad_values(fake_driver):
         expect(ValueError, "spin must be a number of seconds", w.watch, s, 1, None, bad)
     expect(TypeError, "", w.watch, s, 1, None, "x")
     assert w.poll() == ([], 0) and w.pending == 0
-    assert w.poll(0.001, -1) == ([], 0)
-    e = drv.Event().record(s)
-    assert w.ask(e) is True and w.ask(e, 0.0) is True and w.ask(e, 1e-3, -1) is True
-    for bad in (-1e-3, 1.5, float("nan"), float("inf")):
-        expect(ValueError, "budget must be from 0 to 1 s", w.ask, e, bad)
-        expect(ValueError, "budget must be from 0 to 1 s", w.poll, bad)
-    expect(TypeError, "", w.ask, e, "x")
-    expect(TypeError, "", w.ask, e, 0.0, "3")
-    expect(ValueError, "fd", w.ask, e, 0.0, -2)
-    expect(ValueError, "fd", w.poll, 0.0, 1 << 40)
-    expect(TypeError, "ask(): mark must be an Event", w.ask, s)
-    expect(TypeError, "from 1 to 3 arguments", w.ask)
-    expect(TypeError, "from 1 to 3 arguments", w.ask, e, 0.0, -1, 0)
-    expect(TypeError, "at most 2 arguments", w.poll, 0.0, -1, 0)
-    e.close()
-    expect(drv.LogicError, "this Event was closed", w.ask, e)
     loop = asyncio.new_event_loop()
     fut = loop.create_future()
-    args = [fut, drv.Event(), None, 0.0, 1, loop, None, -1, lambda: None, 0.0]
+    args = [fut, drv.Event(), None, 0.0, 1, loop]
     it = w.awaiting(*args)                           # the window is over: hands over to
     assert next(it) is fut                           # the future's own iterator (a task
     fut.set_result(7)                                # then waits for its done-callback)
     expect(StopIteration, "7", it.send, None)
     fut = loop.create_future()
     args[0] = fut
-    expect(TypeError, "awaiting() takes 10 arguments (9 given)", w.awaiting, *args[:9])
-    expect(TypeError, "awaiting(): mark must be an Event, not barecuda.driver.Stream", w.awaiting,
-           *args[:1], s, *args[2:])
-    for bad in (-0.5, 1.5, float("nan")):
-        expect(ValueError, "hold must be from 0 to 1 s", w.awaiting, *args[:9], bad)
+    expect(TypeError, "awaiting() takes 6 arguments (5 given)", w.awaiting, *args[:5])
+    expect(TypeError, "awaiting(): mark must be an Event, not barecuda.driver.Stream",
+           w.awaiting, *args[:1], s, *args[2:])
     expect(TypeError, "", w.awaiting, *args[:3], "soon", *args[4:])
-    expect(AttributeError, "", w.awaiting, *args[:5], object(), *args[6:])   # no time()
-    it = w.awaiting(fut, drv.Event().record(s), "r", loop.time() + 1.0, 1, loop, None, -1,
-                    lambda: None, 0.0)
+    expect(TypeError, "", w.awaiting, *args[:4], "token", *args[5:])
+    expect(AttributeError, "", w.awaiting, *args[:5], object())   # a loop with no time()
+    busy = drv.Event().record(s)
+    w.watch(s, 99)                                   # a callback after it: busy until fired
+    it = w.awaiting(fut, busy, "r", loop.time() + 1.0, 1, loop)
+    assert next(it) is None and not fut.done()       # busy: a bare yield
     expect(ValueError, "boom", it.throw, ValueError("boom"))   # thrown in while asking:
     assert fut.cancelled()                           # the future is cancelled, it goes up
     expect(TypeError, "exceptions must derive from BaseException", it.throw, 3)
+    fire(s)
+    assert [t for t, _ in w.drain()] == [99]
     loop.close()
     assert w.unpoll(12345) is None                   # not pending: ignored
     expect(TypeError, "unpoll(): token must be an int, not str", w.unpoll, "1")
     expect(OverflowError, "", w.unpoll, -1)
     w.close()
     expect(drv.LogicError, "this Waker was closed", w.unpoll, 1)
-    expect(drv.LogicError, "this Waker was closed", w.ask, drv.Event())
     expect(drv.LogicError, "this Waker was closed", w.awaiting, *args)
     expect(drv.LogicError, "this Waker was closed", w.poll)
     finish()
@@ -574,183 +560,36 @@ def test_await_stream_in_its_window_looks_at_its_future_each_pass_and_cancels_cl
     assert "stats (0, 0) pending 0" in out, out
 
 
-HOLD_PRELUDE = """
-drv.set_await_spin(1.0)
-from barecuda._core import aio
-import threading, time
-s = drv.Stream()
-
-async def held(body):
-    # `body` runs while a task awaits `s` directly in its window, the GPU busy (the
-    # stand-in's callback not fired): an idle loop is held in C by the await
-    waiter = asyncio.ensure_future(_await(s))
-    await asyncio.sleep(0.005)
-    assert not waiter.done() and not _aio_spinning()   # the task asks: no _poll
-    try:
-        return await body()
-    finally:
-        fire(s)
-        assert await asyncio.wait_for(waiter, 5) is None
-
-async def _await(aw):
-    return await aw
-
-def passes(loop):
-    # counts the loop's passes (asyncio's _run_once, looked up on the instance)
-    count = [0]
-    run_once = loop._run_once
-    def counting():
-        count[0] += 1
-        run_once()
-    loop._run_once = counting
-    return count
-"""
-
-
-@pytest.mark.parametrize("what", ["timer", "pipe", "threadsafe"])
-def test_an_await_holding_an_idle_loop_gives_it_back_when_it_has_work(fake_driver, what):
-    """A direct await in its window, the loop otherwise idle, asks its mark in C
-    without going back to the loop; the loop's own work still runs on time: a
-    timer falls due, a pipe written by another process turns readable (_HOLD
-    raised to 1 s for these two, so that a hold that did not look at the loop
-    would show as an answer up to the window's 1 s late), another thread calls
-    call_soon_threadsafe (the GIL is held while asking: the thread runs once an
-    ask of at most _HOLD, 200 us, gives the loop back, as beside any busy loop)."""
-    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent(f"""
-    import subprocess, sys
-    if "{what}" != "threadsafe":
-        aio._HOLD = 1.0
-    async def body():
-        loop = asyncio.get_running_loop()
-        woke = loop.create_future()
-        due = time.monotonic() + 0.05
-        if "{what}" == "timer":
-            loop.call_later(0.05, lambda: woke.set_result(time.monotonic()))
-        elif "{what}" == "pipe":
-            r, w = os.pipe()
-            child = subprocess.Popen([sys.executable, "-c", (
-                "import os, time; time.sleep(max(0.0, %r - time.monotonic())); "
-                "os.write(%d, str(time.monotonic()).encode())") % (due, w)], pass_fds=[w])
-            os.close(w)
-            def on_read():
-                nonlocal due
-                due = float(os.read(r, 64))            # when the child wrote
-                loop.remove_reader(r)
-                woke.set_result(time.monotonic())
-            loop.add_reader(r, on_read)
-        else:
-            def call():
-                time.sleep(max(0.0, due - time.monotonic()))
-                loop.call_soon_threadsafe(lambda: woke.set_result(time.monotonic()))
-            threading.Thread(target=call).start()
-        at = await asyncio.wait_for(woke, 5)
-        if "{what}" == "pipe":
-            child.wait()
-            os.close(r)
-        late = at - due
-        assert late < 0.2, late
-        print("late", late)
-    asyncio.run(held(body))
-    finish()
-    """))
-    assert "late" in out and "stats (0, 0) pending 0" in out, out
-
-
-def test_an_await_holds_an_idle_loop_and_not_a_busy_one(fake_driver):
-    """Held: an idle loop runs a few passes in 50 ms while a direct await is in its
-    window (_HOLD 20 ms here).  Not held: a task ready to run on every pass keeps
-    running, as many passes as without the await."""
-    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent("""
-    aio._HOLD = 0.02
-    async def idle():
-        n = passes(asyncio.get_running_loop())
-        await asyncio.sleep(0.05)
-        return n[0]
-    async def busy():
-        spins = 0
-        t_end = time.monotonic() + 0.05
-        while time.monotonic() < t_end:
-            await asyncio.sleep(0)
-            spins += 1
-        return spins
-    n_idle = asyncio.run(held(idle))
-    n_busy = asyncio.run(held(busy))
-    print("passes", n_idle, "busy task's passes", n_busy)
-    assert n_idle < 40, n_idle
-    assert n_busy > 200, n_busy
-    finish()
-    """))
-    assert "stats (0, 0) pending 0" in out, out
-
-
 def test_a_gathered_await_is_asked_by_the_loop_and_a_direct_one_by_its_task(fake_driver):
-    """Only a future awaited other than directly queues the loop's _poll; the _poll
-    then holds an idle loop too, and answers the future before its callback."""
-    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent("""
-    aio._HOLD = 0.02
+    """Only a future awaited other than directly queues the loop's _poll, which
+    answers it before its callback; a direct await asks its own mark and takes its
+    watch off the _poll's list, so that the _poll ends with the gathered futures."""
+    out = run_case(fake_driver, """
+    drv.set_await_spin(1.0)
+    async def waiter(aw):
+        return await aw
     async def main():
-        t = asyncio.ensure_future(_await(s))
+        s, s2 = drv.Stream(), drv.Stream()
+        t = asyncio.ensure_future(waiter(s))
         await asyncio.sleep(0.005)
         assert not _aio_spinning() and not t.done()
-        gpu_says(s, 0)
-        assert await asyncio.wait_for(t, 5) is None
-        s2 = drv.Stream()
         both = asyncio.gather(s2.done(), drv.Event().record(s2).done())
         assert _aio_spinning()
-        n = passes(asyncio.get_running_loop())
-        await asyncio.sleep(0.05)
-        assert n[0] < 40, n[0]                      # held by the _poll, not by passes
-        assert not both.done()
+        await asyncio.sleep(0.005)
+        assert not both.done() and not t.done()
         gpu_says(s2, 0)
         res = await asyncio.wait_for(both, 5)
         assert res[0] is None and isinstance(res[1], drv.Event)
-        assert pending() == 3                      # answered before their callbacks
+        await asyncio.sleep(0.005)
+        assert not _aio_spinning() and not t.done()   # the direct await is not polled
+        gpu_says(s, 0)
+        assert await asyncio.wait_for(t, 5) is None
+        assert pending() == 3                      # all answered before their callbacks
         gpu_says(s, None)
         gpu_says(s2, None)
         fire()
         await asyncio.sleep(0.01)
     asyncio.run(main())
     finish()
-    """))
-    assert "stats (0, 0) pending 0" in out, out
-
-
-def test_a_held_await_drains_late_callbacks_itself(fake_driver):
-    """While a direct await holds the idle loop, the waker's own fd turning
-    readable (here: the late callbacks of 20 awaits answered before them, fired one
-    by one from a thread of the stand-in's) is drained by the holding task itself,
-    with no pass of the loop each; and an await answered only by its callback (made
-    with no window) is still answered at once by such a drain."""
-    out = run_case(fake_driver, HOLD_PRELUDE + textwrap.dedent("""
-    aio._HOLD = 1.0
-    async def body():
-        loop = asyncio.get_running_loop()
-        s2, s3 = drv.Stream(), drv.Stream()
-        answered = [s2.done() for _ in range(20)]
-        gpu_says(s2, 0)
-        await asyncio.wait_for(asyncio.gather(*answered), 5)   # asked by the _poll
-        gpu_says(s2, None)
-        await asyncio.sleep(0.005)
-        drv.set_await_spin(0)
-        by_callback = s3.done()                      # no window: its callback answers
-        drv.set_await_spin(1.0)
-        n = passes(loop)
-        # from a C thread: a Python one would wait for the GIL, held while asking
-        fake.fake_fire_spaced.argtypes = [ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int,
-                                          ctypes.c_int]
-        assert fake.fake_fire_spaced(s2.handle, 0, 20, 2000) == 0
-        await asyncio.sleep(0.08)                    # (a timer: the hold ends at it)
-        assert fake.fake_fire_spaced_join() == 0 and not by_callback.done()
-        fake.fake_fire_spaced(s3.handle, 0, 1, 2000)
-        t0 = time.monotonic()
-        assert await asyncio.wait_for(by_callback, 5) is None
-        late = time.monotonic() - t0
-        assert late < 0.2, late
-        assert fake.fake_fire_spaced_join() == 0
-        print("passes", n[0])
-        assert n[0] < 15, n[0]
-        assert stats()[1] == 1                       # the held await alone: all drained
-    asyncio.run(held(body))
-    finish()
-    """))
+    """)
     assert "stats (0, 0) pending 0" in out, out

@@ -346,7 +346,7 @@ def test_aio_section_without_a_driver_gives_every_row_skipped():
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [(x["name"], x["unit"]) for x in rows] == aio.row_names()
-    assert len({x["name"] for x in rows}) == len(rows) == 21
+    assert len({x["name"] for x in rows}) == len(rows) == 19
     assert all(x["value"] is None and x["note"].startswith("skipped: no GPU (") for x in rows)
 
 

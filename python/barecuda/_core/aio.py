@@ -13,22 +13,17 @@ detached first.
 Waking that way costs what the driver's callback thread and the loop's epoll take
 to wake (150 to 190 us a median on the lent H200, against 5 to 9 us for a
 spinning ``synchronize()``).  So for its first ``spin`` seconds (:func:`set_spin`;
-2 ms by default) an await is also asked about from the loop itself.  A task
-awaiting a future directly asks its own mark (``cuEventQuery``, no system call)
-each time it runs and resumes as soon as the work is done (:class:`GPUFuture`,
-below); a future awaited in other ways (``gather``, ``wait``) is asked by the
-loop's ``_poll``, queued once per pass while any such future is in its window.
-An ask holds the loop only while it has nothing else to run: when asyncio's own
-loop has no ready callback and no timer due, the ask goes on in C for up to
-``_HOLD`` (200 us), looking at the loop's selector fd every 10 us (less often where
-a system call is slow: src/waker.c) and giving the loop back as soon as a socket, a
-timer's wake-up or ``call_soon_threadsafe`` needs it.  When only the waker's own fd
-is ready (late callbacks of awaits already answered, mostly), the task drains it
-itself and asks on, without a pass of the loop.  While the loop has anything else
-to run, an ask is one query per pass.  (Other loops, uvloop's, show neither their
-ready queue nor their selector: there each ask is one query per pass.)  A wait
-longer than the window costs the loop that window's CPU once (0.3% of a core over
-a 1 s kernel) and then nothing until the fd wakes it.
+2 ms by default) an await is also asked about from the loop itself, one event
+query (``cuEventQuery``, no system call) per pass of the loop, which does not sleep
+meanwhile.  A task awaiting a future directly asks its own mark each time it runs
+and resumes in the pass that finds the work done (:class:`GPUFuture`, below: its
+steps run in C); a future awaited in other ways (``gather``, ``wait``) is asked by
+the loop's ``_poll``, queued once per pass while any such future is in its window.
+A wait longer than the window costs the loop that window's CPU once (0.3% of a
+core over a 1 s kernel) and then nothing until the fd wakes it.  (Asking on in C
+while the loop had nothing else to run, looking at its selector every few
+microseconds, was tried and measured: it woke later than one query per pass on the
+lent H200s and kept the GIL from other threads.)
 
 What users rely on, and where it is kept:
 - Cancelling an await (``asyncio.wait_for``'s timeout, a cancelled task) only
@@ -57,7 +52,6 @@ from barecuda import _driver
 
 _tokens = itertools.count(1)
 _spin = 2e-3                                       # s: set_spin()
-_HOLD = 200e-6          # s: the longest one ask holds an otherwise idle loop
 _by_loop: weakref.WeakKeyDictionary[Any, _LoopWaker] = weakref.WeakKeyDictionary()
 _last: tuple[Any, Any] | None = None              # weak references: (loop, its waker)
 
@@ -114,13 +108,6 @@ class _LoopWaker:
         self._pending: dict[int, tuple[Any, Any]] = {}
         self._loop = weakref.ref(loop)
         self._spinning = False                # a _poll is queued on the loop
-        # What an ask needs to hold the loop (hold(), below): asyncio's own loops
-        # keep their ready callbacks in a deque, and their selector's fd polls
-        # readable when a fd the loop watches is.  Not there (uvloop): never held.
-        ready = getattr(loop, "_ready", None)
-        fileno = getattr(getattr(loop, "_selector", None), "fileno", None)
-        fd = fileno() if ready is not None and hasattr(loop, "_scheduled") and fileno else -1
-        self._ready, self.fd = ready, fd if isinstance(fd, int) else -1
         loop.add_reader(self._waker.fileno(), self._drain)
 
     def watch(self, target: Any, result: Any, keep: Any) -> Any:
@@ -136,18 +123,6 @@ class _LoopWaker:
             fut._loop_ref = loop
             fut._spin_until = loop.time() + _spin
         return fut
-
-    def hold(self, loop: Any, left: float) -> float:
-        """How long an ask may hold the loop now (s): 0 while it has a callback
-        ready or a timer due, else up to `left`, _HOLD and its next timer."""
-        ready = self._ready
-        if ready is None or ready or self.fd < 0:
-            return 0.0
-        budget = left if left < _HOLD else _HOLD
-        timers = loop._scheduled
-        if timers:
-            budget = min(budget, timers[0].when() - loop.time())
-        return budget if budget > 0.0 else 0.0
 
     def ask_for(self, fut: Any) -> None:
         """`fut` is awaited other than directly (a done-callback was added) while
@@ -166,12 +141,11 @@ class _LoopWaker:
     def _poll(self) -> None:
         """Queued with call_soon while futures awaited other than directly are in
         their spin window: the loop then does not sleep, and each pass asks about
-        every await in its window (holding the loop while it is otherwise idle)."""
-        loop = self._loop()
-        budget = self.hold(loop, _HOLD) if loop is not None else 0.0
-        idle, spinning = self._waker.poll(budget, self.fd)
+        every await in its window."""
+        idle, spinning = self._waker.poll()
         for token in idle:
             self._answer(token, None)
+        loop = self._loop()
         self._spinning = bool(spinning) and loop is not None and not loop.is_closed()
         if self._spinning:
             loop.call_soon(self._poll)
@@ -202,12 +176,11 @@ def _future_type() -> Any:
 
     class GPUFuture(asyncio.Future):  # type: ignore[type-arg]
         """A future of GPU work.  Awaited directly (``await stream``), it asks its
-        mark itself each time its task runs while its spin window lasts, holding
-        the loop while it has nothing else to run, and, the work done, returns at
-        once: no done-callback, no pass of the loop in between (in C:
-        ``_Waker.awaiting``, which also drains the waker's fd when nothing else
-        is ready).  Awaited in other ways (``gather``) it is an ordinary future,
-        answered by the loop's _poll or the driver's callback."""
+        mark itself each time its task runs while its spin window lasts and, the
+        work done, returns at once: no done-callback, no pass of the loop in
+        between (the steps run in C: ``_Waker.awaiting``).  Awaited in other ways
+        (``gather``) it is an ordinary future, answered by the loop's _poll or the
+        driver's callback."""
 
         _spin_until = 0.0
         _mark: Any = None
@@ -222,7 +195,7 @@ def _future_type() -> Any:
                 return super().__await__()
             return waker._waker.awaiting(                           # src/waker.c
                 self, self._mark, self._gpu_result, self._spin_until, self._token,
-                self._loop_ref, waker._ready, waker.fd, waker._drain, _HOLD)
+                self._loop_ref)
 
         __iter__ = __await__
 

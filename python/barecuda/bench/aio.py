@@ -7,9 +7,8 @@ same run:
 - ``wake-up``: from a kernel's end to the waiting code running again, median and
   p99 over ``TRIALS`` trials of each way to wait: ``stream.synchronize()`` (the
   floor), ``await stream`` (ours, with the default spin window: for the await's
-  first 2 ms the awaiting task asks the awaited work's event, in C while the loop
-  has nothing else to run), the same with one query per pass of the loop (no
-  hold),
+  first 2 ms the awaiting task asks the awaited work's event on each pass of the
+  loop),
   ``await stream`` with no spin window (``set_await_spin(0)``: woken by the
   driver's stream callback alone), ``await loop.run_in_executor(None,
   stream.synchronize)`` and polling ``stream.is_done()`` with ``await
@@ -116,7 +115,6 @@ __global__ void spin_for(unsigned long long ns)
 WAKE = [
     ("sync", "stream.synchronize()"),
     ("await", "await stream"),
-    ("await_nohold", "await stream, one event query per pass (no hold)"),
     ("await_cb", "await stream, no spin window"),
     ("executor", "await run_in_executor(synchronize)"),
     ("poll", "poll is_done(), sleep 50 us"),
@@ -250,19 +248,6 @@ async def _wake_await_callback(p: _Probe) -> int:
     return time.perf_counter_ns() - t0
 
 
-async def _wake_await_no_hold(p: _Probe) -> int:
-    from barecuda._core import aio
-    p.launch()
-    done = p.stream.done()
-    previous, aio._HOLD = aio._HOLD, 0.0     # the spin window without holding the loop
-    try:
-        t0 = p.release()
-        await done
-        return time.perf_counter_ns() - t0
-    finally:
-        aio._HOLD = previous
-
-
 async def _wake_executor(p: _Probe) -> int:
     p.launch()
     done = asyncio.get_running_loop().run_in_executor(None, p.stream.synchronize)
@@ -286,8 +271,7 @@ async def _one_pass(p: _Probe) -> int:
 
 
 _WAITERS: dict[str, Callable[[_Probe], Awaitable[int]]] = {
-    "sync": _wake_sync, "await": _wake_await, "await_nohold": _wake_await_no_hold,
-    "await_cb": _wake_await_callback,
+    "sync": _wake_sync, "await": _wake_await, "await_cb": _wake_await_callback,
     "executor": _wake_executor, "poll": _wake_poll, "pass": _one_pass}
 
 
@@ -321,9 +305,6 @@ async def _wake_up_rows(drv: Any, module: Any, stream: Any) -> list[dict[str, An
                     f"{'met' if ok else 'MISSED'}; the kernel ends {SETTLE * 1e3:g} ms "
                     "into the await, within its spin window (a longer wait: the row "
                     "below)")
-        elif key == "await_nohold":
-            note = ("the loop given back after each query: what holding an idle loop "
-                    "in C saves")
         elif key == "await_cb":
             note = ("the driver's callback thread, then the loop's epoll, each woken: "
                     "the cost the spin window saves")
