@@ -120,7 +120,6 @@ class _LoopWaker:
         self._pending[token] = (weakref.ref(fut), result)
         if mark is not None:
             fut._mark, fut._gpu_result, fut._waker, fut._token = mark, result, self, token
-            fut._loop_ref = loop
             fut._spin_until = loop.time() + _spin
         return fut
 
@@ -187,7 +186,6 @@ def _future_type() -> Any:
         _gpu_result: Any = None
         _waker: Any = None
         _token = 0
-        _loop_ref: Any = None
 
         def __await__(self) -> Any:
             waker = self._waker
@@ -195,7 +193,7 @@ def _future_type() -> Any:
                 return super().__await__()
             return waker._waker.awaiting(                           # src/waker.c
                 self, self._mark, self._gpu_result, self._spin_until, self._token,
-                self._loop_ref)
+                self._loop)
 
         __iter__ = __await__
 
