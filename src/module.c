@@ -75,8 +75,6 @@ intern_strings(bc_State *st)
         {offsetof(bc_State, str_done), "done"},
         {offsetof(bc_State, str_set_result), "set_result"},
         {offsetof(bc_State, str_time), "time"},
-        {offsetof(bc_State, str_when), "when"},
-        {offsetof(bc_State, str_scheduled), "_scheduled"},
         {offsetof(bc_State, str_await), "__await__"},
     };
     for (size_t i = 0; i < BC_COUNT(names); i++) {

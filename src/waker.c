@@ -708,12 +708,6 @@ waker_drain(bc_Waker *self, PyObject *Py_UNUSED(ignored))
     return out;
 }
 
-PyDoc_STRVAR(unpoll_doc,
-"unpoll($self, token)\n--\n\n"
-"poll() asks no more about the watch of `token` (its task asks it itself with\n"
-"ask()), so that the loop's _poll stops once the watches awaited other ways are\n"
-"done.  A token not pending is ignored.");
-
 /* GIL held, lock not held: poll() asks no more about the watch of `token`. */
 static void
 unpoll_token(wk_core *c, unsigned long long token)
@@ -725,25 +719,6 @@ unpoll_token(wk_core *c, unsigned long long token)
             break;
         }
     pthread_mutex_unlock(&wk_lock);
-}
-
-static PyObject *
-waker_unpoll(bc_Waker *self, PyObject *token_obj)
-{
-    bc_State *st = bc_state_of((PyObject *)self);
-    wk_core *c = waker_core(st, self, "unpoll()");
-    if (c == NULL)
-        return NULL;
-    if (!PyLong_Check(token_obj)) {
-        PyErr_Format(PyExc_TypeError, "unpoll(): token must be an int, not %.100s",
-                     Py_TYPE(token_obj)->tp_name);
-        return NULL;
-    }
-    unsigned long long token = PyLong_AsUnsignedLongLong(token_obj);
-    if (token == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    unpoll_token(c, token);
-    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------ a direct await, in C */
@@ -1159,7 +1134,6 @@ static PyMethodDef waker_methods[] = {
     {"fileno", (PyCFunction)waker_fileno, METH_NOARGS, fileno_doc},
     {"watch", (PyCFunction)(void (*)(void))waker_watch, METH_VARARGS | METH_KEYWORDS, watch_doc},
     {"drain", (PyCFunction)waker_drain, METH_NOARGS, drain_doc},
-    {"unpoll", (PyCFunction)waker_unpoll, METH_O, unpoll_doc},
     {"awaiting", (PyCFunction)(void (*)(void))waker_awaiting, METH_FASTCALL, awaiting_doc},
     {"poll", (PyCFunction)waker_poll, METH_NOARGS, poll_doc},
     {"close", (PyCFunction)waker_close, METH_NOARGS, close_doc},

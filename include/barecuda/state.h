@@ -33,8 +33,7 @@
     X(str_block) X(str_grid) X(str_stream) X(str_shared) X(str_time_kernel)    \
     X(str_shared_size) X(str_gpudata) X(str_cai) X(str_cuda_stream)          \
     /* what an await asks of its future and loop (src/waker.c) */              \
-    X(str_done) X(str_set_result) X(str_time) X(str_when) X(str_scheduled)     \
-    X(str_await)
+    X(str_done) X(str_set_result) X(str_time) X(str_await)
 
 typedef struct {
 #define BC_STATE_FIELD(name) PyObject *name;
