@@ -3,6 +3,7 @@
 with a fake MPI and a fake communicator), the CUDA array interface mpi4py reads,
 and on the GPU the helpers with mpi4py's COMM_WORLD and `mpirun -n 2` of the example."""
 
+import itertools
 import os
 import pathlib
 import shutil
@@ -55,13 +56,16 @@ class FakeComm:
             buf[...] = 5
 
 
+_fake_ptrs = itertools.count()
+
+
 class FakeArray:
     """Looks like a contiguous GPUArray to the helpers (no GPU)."""
 
     def __init__(self, host):
         self.host = host
         self.gpudata = 0
-        self.ptr = 0x1000 + id(self) % 4096 * 16
+        self.ptr = 0x1000 + next(_fake_ptrs) * 16    # unique: id() % n could collide
         self.dtype, self.nbytes, self.strides = host.dtype, host.nbytes, host.strides
         self.flags = types.SimpleNamespace(forc=True)
 
